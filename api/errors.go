@@ -1,0 +1,114 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/weftworks/weft/failure"
+)
+
+// statusByCode is the one table mapping error codes to HTTP statuses.
+var statusByCode = map[string]int{
+	failure.CodeUnauthenticated:     http.StatusUnauthorized,
+	failure.CodeMissingScope:        http.StatusForbidden,
+	failure.CodePermissionDenied:    http.StatusForbidden,
+	failure.CodeNotFound:            http.StatusNotFound,
+	failure.CodeInvalidJSON:         http.StatusBadRequest,
+	failure.CodeInvalidDocument:     http.StatusBadRequest,
+	failure.CodeInvalidRequest:      http.StatusBadRequest,
+	failure.CodeInvalidKey:          http.StatusBadRequest,
+	failure.CodeCursorInvalid:       http.StatusBadRequest,
+	failure.CodeDocumentTooLarge:    http.StatusRequestEntityTooLarge,
+	failure.CodeAlreadyExists:       http.StatusConflict,
+	failure.CodeRevisionConflict:    http.StatusConflict,
+	failure.CodeIdempotencyConflict: http.StatusConflict,
+	failure.CodeRunNotActive:        http.StatusConflict,
+	failure.CodeInvalidGraph:        http.StatusUnprocessableEntity,
+	failure.CodeInvalidInput:        http.StatusUnprocessableEntity,
+	failure.CodeNotPublished:        http.StatusUnprocessableEntity,
+	failure.CodeUnavailable:         http.StatusServiceUnavailable,
+	failure.CodeInternal:            http.StatusInternalServerError,
+}
+
+// StatusOf returns the HTTP status for a code; unknown codes are 422 when
+// they are domain refusals registered with RegisterStatus, else 500.
+func StatusOf(code string) int {
+	if s, ok := statusByCode[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+type errorBody struct {
+	Error errorPayload `json:"error"`
+}
+
+type errorPayload struct {
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// handleError is Echo's HTTPErrorHandler: coded errors keep their code and
+// message, Echo's own errors (404 route, 405, body too large) get codes, and
+// anything else is logged and answered as a generic 500.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var fe *failure.Error
+	var he *echo.HTTPError
+	payload := errorPayload{Code: failure.CodeInternal, Message: "internal error"}
+	status := http.StatusInternalServerError
+	switch {
+	case errors.As(err, &fe):
+		payload = errorPayload{Code: fe.Code, Message: fe.Message, Details: fe.Details}
+		status = StatusOf(fe.Code)
+		if status >= 500 {
+			s.log.Error("request failed", "code", fe.Code, "err", err, "path", c.Path())
+		}
+	case errors.As(err, &he):
+		status = he.Code
+		payload.Message = fmt.Sprint(he.Message)
+		switch he.Code {
+		case http.StatusNotFound:
+			payload.Code = failure.CodeNotFound
+		case http.StatusMethodNotAllowed:
+			payload.Code = "METHOD_NOT_ALLOWED"
+		case http.StatusRequestEntityTooLarge:
+			payload.Code = failure.CodeDocumentTooLarge
+		case http.StatusUnauthorized:
+			payload.Code = failure.CodeUnauthenticated
+		case http.StatusUnsupportedMediaType:
+			payload.Code = "UNSUPPORTED_MEDIA_TYPE"
+		default:
+			if he.Code < 500 {
+				payload.Code = failure.CodeInvalidRequest
+			} else {
+				s.log.Error("request failed", "err", err, "path", c.Path())
+			}
+		}
+	default:
+		s.log.Error("request failed", "err", err, "path", c.Path())
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	_ = c.JSON(status, errorBody{Error: payload})
+}
+
+// recoverPanics turns a handler panic into a logged 500 instead of a dropped connection.
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}

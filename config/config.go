@@ -1,0 +1,136 @@
+// Package config builds weft's configuration from the environment, with the
+// defaults of SPEC §1. It is built once in main and passed explicitly.
+package config
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Config is every setting weft reads from the environment.
+type Config struct {
+	DatabaseURL       string
+	TemporalAddress   string
+	TemporalNamespace string
+	TemporalTLSCert   string // path; with TemporalTLSKey enables mTLS
+	TemporalTLSKey    string
+	TemporalAPIKey    string // Temporal Cloud API key; never logged
+	HTTPAddr          string
+	DataDir           string
+	// JWTSecret signs and verifies API tokens. In dev it is generated into DataDir.
+	JWTSecret string
+	TaskQueue string
+	// TemporalPort and TemporalUIPort are used by `weft dev` only.
+	TemporalPort   int
+	TemporalUIPort int
+	// TemporalUIURL is the Web UI base used for run links.
+	TemporalUIURL string
+	// OpenAI-compatible provider settings (agents). The key is never logged.
+	OpenAIBaseURL string
+	OpenAIAPIKey  string
+	OpenAIModel   string
+	// WebhookKey encrypts webhook secrets at rest (hex, 32 bytes). Derived from JWTSecret when empty.
+	WebhookKey string
+	// EventRetentionDays deletes events of runs closed longer ago; 0 keeps them forever.
+	EventRetentionDays int
+}
+
+// FromEnv reads the configuration with defaults. getenv is os.Getenv in main
+// and a map lookup in tests.
+func FromEnv(getenv func(string) string) (Config, error) {
+	get := func(k, def string) string {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	c := Config{
+		DatabaseURL:       get("DATABASE_URL", "postgres://localhost:5432/weft"),
+		TemporalAddress:   get("TEMPORAL_ADDRESS", "localhost:7233"),
+		TemporalNamespace: get("TEMPORAL_NAMESPACE", "default"),
+		TemporalTLSCert:   get("TEMPORAL_TLS_CERT", ""),
+		TemporalTLSKey:    get("TEMPORAL_TLS_KEY", ""),
+		TemporalAPIKey:    get("TEMPORAL_API_KEY", ""),
+		HTTPAddr:          get("WEFT_HTTP_ADDR", ":8080"),
+		DataDir:           get("WEFT_DATA_DIR", ".weft"),
+		JWTSecret:         get("WEFT_JWT_SECRET", ""),
+		TaskQueue:         get("WEFT_TASK_QUEUE", "weft"),
+		TemporalUIURL:     get("WEFT_TEMPORAL_UI_URL", ""),
+		OpenAIBaseURL:     get("WEFT_OPENAI_BASE_URL", "https://api.openai.com/v1"),
+		OpenAIAPIKey:      get("WEFT_OPENAI_API_KEY", ""),
+		OpenAIModel:       get("WEFT_OPENAI_MODEL", ""),
+		WebhookKey:        get("WEFT_WEBHOOK_KEY", ""),
+	}
+	var err error
+	if c.TemporalPort, err = intEnv(get, "WEFT_TEMPORAL_PORT", 7233); err != nil {
+		return Config{}, err
+	}
+	if c.TemporalUIPort, err = intEnv(get, "WEFT_TEMPORAL_UI_PORT", 8233); err != nil {
+		return Config{}, err
+	}
+	if c.EventRetentionDays, err = intEnv(get, "WEFT_EVENT_RETENTION_DAYS", 0); err != nil {
+		return Config{}, err
+	}
+	if c.TemporalUIURL == "" {
+		c.TemporalUIURL = fmt.Sprintf("http://localhost:%d", c.TemporalUIPort)
+	}
+	if (c.TemporalTLSCert == "") != (c.TemporalTLSKey == "") {
+		return Config{}, errors.New("config: TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY must be set together")
+	}
+	return c, nil
+}
+
+func intEnv(get func(string, string) string, key string, def int) (int, error) {
+	v := get(key, "")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("config: %s must be a non-negative integer, got %q", key, v)
+	}
+	return n, nil
+}
+
+// EnsureJWTSecret fills JWTSecret from DataDir/jwt-secret, generating the
+// file on first use. Production deployments set WEFT_JWT_SECRET instead.
+func (c *Config) EnsureJWTSecret() error {
+	if c.JWTSecret != "" {
+		return nil
+	}
+	path := filepath.Join(c.DataDir, "jwt-secret")
+	if b, err := os.ReadFile(path); err == nil {
+		c.JWTSecret = strings.TrimSpace(string(b))
+		if c.JWTSecret == "" {
+			return fmt.Errorf("config: %s is empty", path)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("config: create data dir: %w", err)
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	secret := hex.EncodeToString(b)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) { // another process won the race
+		return c.EnsureJWTSecret()
+	}
+	if err != nil {
+		return fmt.Errorf("config: write jwt secret: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		return err
+	}
+	c.JWTSecret = secret
+	return nil
+}

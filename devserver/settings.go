@@ -1,0 +1,81 @@
+// Package devserver owns how weft runs the Temporal dev server (the
+// `temporal` CLI in bin/): the latency tuning, the search attributes, and
+// starting and stopping the process. `weft dev` and the integration tests use
+// the same settings, so what the tests measure is what users run.
+package devserver
+
+import (
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/weftworks/weft/execution"
+)
+
+// TemporalCLIVersion is the `temporal` CLI weft builds into bin/.
+const TemporalCLIVersion = "v1.5.1"
+
+// DynamicConfig is the dev server tuning, one entry per setting, each passed
+// as --dynamic-config-value. Measured on a 2-core machine: a stock dev server
+// spends ~100 ms per sequential activity and stalls ~2 s at random; with these
+// a 10-activity chain takes ~130 ms instead of ~1,050 ms.
+var DynamicConfig = []Setting{
+	{
+		Key:   "history.transferProcessorMaxPollRPS",
+		Value: "10000",
+		Why:   "the transfer queue is polled at 20 RPS by default, which adds ~100 ms to every task hand-off; lift the cap",
+	},
+	{
+		Key:   "matching.numTaskqueueReadPartitions",
+		Value: "1",
+		Why:   "with 4 partitions a poller can sit on an empty partition while a task waits on another (~2 s stalls); one partition on a dev server",
+	},
+	{
+		Key:   "matching.numTaskqueueWritePartitions",
+		Value: "1",
+		Why:   "must match the read partitions so no task is written where nobody polls",
+	},
+}
+
+// Setting is one dynamic-config value with the reason weft sets it.
+type Setting struct {
+	Key   string
+	Value string
+	Why   string
+}
+
+// ExtraArgs returns the dev server flags for the tuning above.
+func ExtraArgs() []string {
+	args := make([]string, 0, 2*len(DynamicConfig))
+	for _, s := range DynamicConfig {
+		args = append(args, "--dynamic-config-value", s.Key+"="+s.Value)
+	}
+	return args
+}
+
+// SearchAttributeTypes lists weft's custom search attributes with their
+// Temporal types (SPEC §8), in a stable order.
+var SearchAttributeTypes = []struct {
+	Name string
+	Type string // as the CLI spells it
+}{
+	{execution.SearchAttrTenant, "Keyword"},
+	{execution.SearchAttrWorkflowKey, "Keyword"},
+	{execution.SearchAttrMode, "Keyword"},
+	{execution.SearchAttrRevision, "Int"},
+}
+
+// Typed search attribute keys, for StartWorkflowOptions.TypedSearchAttributes.
+var (
+	KeyTenant      = temporal.NewSearchAttributeKeyKeyword(execution.SearchAttrTenant)
+	KeyWorkflowKey = temporal.NewSearchAttributeKeyKeyword(execution.SearchAttrWorkflowKey)
+	KeyMode        = temporal.NewSearchAttributeKeyKeyword(execution.SearchAttrMode)
+	KeyRevision    = temporal.NewSearchAttributeKeyInt64(execution.SearchAttrRevision)
+)
+
+// SearchAttributeArgs returns the --search-attribute flags registering weft's attributes.
+func SearchAttributeArgs() []string {
+	args := make([]string, 0, 2*len(SearchAttributeTypes))
+	for _, a := range SearchAttributeTypes {
+		args = append(args, "--search-attribute", a.Name+"="+a.Type)
+	}
+	return args
+}

@@ -1,0 +1,250 @@
+// Package execution holds the plain, deterministic types shared by the
+// interpreter workflow, the node activities and the starter: the workflow
+// parameters, node inputs and results, values (inline or claim-checked),
+// buffered events and the activity names that tie them together.
+package execution
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/weftworks/weft/graph"
+)
+
+// Temporal names. Changing any of them breaks running workflows.
+const (
+	// WorkflowName is the one interpreter workflow type.
+	WorkflowName = "weft.Run"
+	// QueryState is the query returning node states.
+	QueryState = "state"
+
+	// Local activities.
+	ActivityLoadPlan     = "weft.LoadPlan"
+	ActivityAppendEvents = "weft.AppendEvents"
+	ActivityRunLocalNode = "weft.RunLocalNode" // gate, validator, merge
+	// Activities.
+	ActivityRunNode = "weft.RunNode" // agent, agent-decision, action
+)
+
+// Mode is a run's execution mode.
+type Mode string
+
+// Execution modes (dry-run never creates a run).
+const (
+	ModeLive       Mode = "live"
+	ModeSimulation Mode = "simulation"
+)
+
+// Run statuses.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Search attribute names registered on the Temporal namespace.
+const (
+	SearchAttrTenant      = "WeftTenant"      // Keyword
+	SearchAttrWorkflowKey = "WeftWorkflowKey" // Keyword
+	SearchAttrMode        = "WeftMode"        // Keyword
+	SearchAttrRevision    = "WeftRevision"    // Int
+)
+
+// Actor is who a run acts for.
+type Actor struct {
+	Kind string `json:"kind"` // "user" or "service"
+	Sub  string `json:"sub"`
+	// ConfiguredBy is the user who configured a service actor (schedules, webhooks).
+	ConfiguredBy string `json:"configuredBy,omitempty"`
+	Name         string `json:"name,omitempty"`
+	Email        string `json:"email,omitempty"`
+}
+
+// Origin says what started a run.
+type Origin struct {
+	Kind string `json:"kind"` // api, schedule, webhook, cli
+	ID   string `json:"id,omitempty"`
+}
+
+// Value is a port value: inline JSON, or a reference to a claim-checked blob
+// stored under (tenant, run, node, port, sha256) when it exceeds 32 KiB.
+type Value struct {
+	Inline json.RawMessage `json:"inline,omitempty"`
+	Ref    *ValueRef       `json:"ref,omitempty"`
+}
+
+// ValueRef points at a stored large value.
+type ValueRef struct {
+	NodeID string `json:"nodeId"`
+	Port   string `json:"port"`
+	SHA256 string `json:"sha256"`
+	Size   int    `json:"size"`
+}
+
+// RunParams is the interpreter workflow's input. It never carries secrets.
+type RunParams struct {
+	TenantID    string    `json:"tenantId"`
+	TenantName  string    `json:"tenantName,omitempty"`
+	RunID       string    `json:"runId"`
+	WorkflowKey string    `json:"workflowKey"`
+	Revision    int       `json:"revision"` // 0 for a simulated draft
+	Checksum    string    `json:"checksum"`
+	Mode        Mode      `json:"mode"`
+	Input       Value     `json:"input"`
+	Actor       Actor     `json:"actor"`
+	Origin      Origin    `json:"origin"`
+	Permissions []string  `json:"permissions"`
+	EnqueuedAt  time.Time `json:"enqueuedAt"`
+	// Carry is set when the run continued as new: node states and references only.
+	Carry *Carry `json:"carry,omitempty"`
+}
+
+// Carry is the state handed across continue-as-new.
+type Carry struct {
+	Nodes        []NodeState         `json:"nodes"`
+	Ports        map[string]PortSlot `json:"ports"` // key "node.port"
+	EventOrdinal int                 `json:"eventOrdinal"`
+	VirtualMs    int64               `json:"virtualMs"`
+}
+
+// PortSlot is the resolution of one output port: fired with a value, or dead.
+type PortSlot struct {
+	Fired bool  `json:"fired"`
+	Value Value `json:"value,omitempty"`
+}
+
+// Node statuses in NodeState.
+const (
+	NodePending   = "pending"
+	NodeRunning   = "running"
+	NodeWaiting   = "waiting" // between attempts
+	NodeSucceeded = "succeeded"
+	NodeFailed    = "failed"
+	NodeSkipped   = "skipped"
+	NodeCancelled = "cancelled"
+)
+
+// NodeState is a node's projection answered by the state query.
+type NodeState struct {
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	Status  string `json:"status"`
+	Attempt int    `json:"attempt"`
+	Port    string `json:"port,omitempty"`   // the port that fired
+	Reason  string `json:"reason,omitempty"` // skip reason (DEAD_INPUT, SETTLED) or error code
+	Error   string `json:"error,omitempty"`
+}
+
+// NodeInput is what a node activity receives.
+type NodeInput struct {
+	TenantID    string           `json:"tenantId"`
+	RunID       string           `json:"runId"`
+	WorkflowKey string           `json:"workflowKey"`
+	Checksum    string           `json:"checksum"`
+	Mode        Mode             `json:"mode"`
+	NodeID      string           `json:"nodeId"`
+	Kind        graph.Kind       `json:"kind"`
+	Attempt     int              `json:"attempt"`
+	Inputs      map[string]Value `json:"inputs"`
+	Actor       Actor            `json:"actor"`
+	Permissions []string         `json:"permissions"`
+	// VirtualNow is the simulation clock when Mode is simulation.
+	VirtualNow time.Time `json:"virtualNow,omitempty"`
+}
+
+// NodeResult is what a node activity returns.
+type NodeResult struct {
+	// Port is the output port that fired ("out", "pass", "fail").
+	Port  string `json:"port"`
+	Value Value  `json:"value"`
+	// DurationMs is a simulated duration (fixtures) the virtual clock advances by.
+	DurationMs int64 `json:"durationMs,omitempty"`
+}
+
+// Event types (schemaVersion 1).
+const (
+	EventRunStarted             = "run.started"
+	EventNodeStarted            = "node.started"
+	EventNodeAttemptFailed      = "node.attempt.failed"
+	EventNodeRetryScheduled     = "node.retry.scheduled"
+	EventNodeCompleted          = "node.completed"
+	EventNodeFailed             = "node.failed"
+	EventNodeSkipped            = "node.skipped"
+	EventEdgeTaken              = "edge.taken"
+	EventEdgeDead               = "edge.dead"
+	EventToolStarted            = "tool.started"
+	EventToolCompleted          = "tool.completed"
+	EventToolFailed             = "tool.failed"
+	EventToolDenied             = "tool.denied"
+	EventRunCancelRequested     = "run.cancel.requested"
+	EventNodeCancelAcknowledged = "node.cancel.acknowledged"
+	EventNodeCancelUnacked      = "node.cancel.unacknowledged"
+	EventNodeLateResult         = "node.late.result"
+	EventRunContinued           = "run.continued"
+	EventRunSucceeded           = "run.succeeded"
+	EventRunFailed              = "run.failed"
+	EventRunCancelled           = "run.cancelled"
+)
+
+// EventSchemaVersion is the schema version stamped on every event.
+const EventSchemaVersion = 1
+
+// EventDraft is an event before PostgreSQL assigns seq and hash. Key is
+// deterministic (run, node, attempt, type, ordinal) so a re-executed
+// activity never appends twice.
+type EventDraft struct {
+	Key     string          `json:"key"`
+	Type    string          `json:"type"`
+	NodeID  string          `json:"nodeId,omitempty"`
+	Attempt int             `json:"attempt,omitempty"`
+	At      time.Time       `json:"at"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// RunUpdate is a run-row projection applied in the same transaction as an append.
+type RunUpdate struct {
+	Status string    `json:"status"`
+	Output *Value    `json:"output,omitempty"`
+	Error  *RunError `json:"error,omitempty"`
+}
+
+// RunError is a run's terminal error.
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	NodeID  string `json:"nodeId,omitempty"`
+}
+
+// AppendEventsInput is the input of the AppendEvents local activity.
+type AppendEventsInput struct {
+	TenantID string       `json:"tenantId"`
+	RunID    string       `json:"runId"`
+	Events   []EventDraft `json:"events"`
+	Run      *RunUpdate   `json:"run,omitempty"`
+}
+
+// LoadPlanInput is the input of the LoadPlan local activity.
+type LoadPlanInput struct {
+	TenantID string `json:"tenantId"`
+	Checksum string `json:"checksum"`
+}
+
+// Activity error types (ApplicationError.Type). Permanent ones are non-retryable.
+const (
+	ErrMappingUnresolved = "MAPPING_UNRESOLVED"
+	ErrPermissionDenied  = "PERMISSION_DENIED"
+	ErrPayloadTooLarge   = "PAYLOAD_TOO_LARGE"
+	ErrInvalidOutput     = "INVALID_OUTPUT"
+	ErrSchemaViolation   = "SCHEMA_VIOLATION"
+	ErrActionFailed      = "ACTION_FAILED"
+	ErrNodeNotFound      = "NODE_NOT_FOUND"
+)
+
+// Run-level error codes.
+const (
+	RunErrNoOutput   = "NO_OUTPUT"
+	RunErrNodeFailed = "NODE_FAILED"
+	RunErrCancelled  = "CANCELLED"
+)

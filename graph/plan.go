@@ -1,0 +1,93 @@
+package graph
+
+import "encoding/json"
+
+// Compiled is a validated, normalized revision: what publication stores and
+// what the checksum covers (together with the pinned dependency contracts).
+type Compiled struct {
+	// Document is the normalized document: nodes in compiled order, edges
+	// sorted by (from, to), defaults filled in.
+	Document Document `json:"document"`
+	// Order is the deterministic compile order (topological, ties by node id).
+	Order []string `json:"order"`
+	// Actions and Agents are the pinned dependency contracts with their hashes.
+	Actions []PinnedAction  `json:"actions"`
+	Agents  []AgentContract `json:"agents"`
+	// Permissions is the sorted union of every node's required permissions.
+	Permissions []string `json:"permissions"`
+	// NodePermissions maps node id to the permissions that node needs.
+	NodePermissions map[string][]string `json:"nodePermissions"`
+	// EstimatedHistoryEvents is the worst-case Temporal history size (nodes x attempts).
+	EstimatedHistoryEvents int `json:"estimatedHistoryEvents"`
+	// Checksum is hex sha256 of the canonical JSON (RFC 8785) of the revision
+	// (Document, Actions, Agents). It does not cover itself or Order.
+	Checksum string `json:"checksum"`
+}
+
+// PinnedAction is an action contract pinned into a revision with its content hash.
+type PinnedAction struct {
+	ActionContract
+	Hash string `json:"hash"`
+}
+
+// Plan is the execution plan the interpreter loads: ids, kinds, wiring,
+// retries and timeouts, nothing else. Node bodies (expressions, mappings,
+// schemas) are fetched by activities by (checksum, node id).
+type Plan struct {
+	Checksum string     `json:"checksum"`
+	Nodes    []PlanNode `json:"nodes"` // compiled order
+}
+
+// PlanNode is one node of a Plan.
+type PlanNode struct {
+	ID   string `json:"id"`
+	Kind Kind   `json:"kind"`
+	// Index is the node's position in compiled order (ties between outputs settle by it).
+	Index int `json:"index"`
+	// Inputs lists the node's input ports sorted by name with their one source.
+	Inputs []PlanInput `json:"inputs,omitempty"`
+	// Outputs lists the node's output ports sorted by name with their targets.
+	Outputs []PlanOutput `json:"outputs,omitempty"`
+	// Retry is normalized: MaxAttempts >= 1 and intervals filled in.
+	Retry     Retry `json:"retry"`
+	TimeoutMs int   `json:"timeoutMs"`
+	// Summary is the Temporal activity summary, "nodeId · kind".
+	Summary string `json:"summary"`
+}
+
+// PlanInput is an input port and the output port feeding it.
+type PlanInput struct {
+	Port     string `json:"port"`
+	FromNode string `json:"fromNode"`
+	FromPort string `json:"fromPort"`
+}
+
+// PlanOutput is an output port and the input ports it feeds, sorted.
+type PlanOutput struct {
+	Port string    `json:"port"`
+	To   []PortRef `json:"to,omitempty"`
+}
+
+// PortRef names one port of one node.
+type PortRef struct {
+	Node string `json:"node"`
+	Port string `json:"port"`
+}
+
+// NodeBody returns the authored node of a compiled revision, for activities.
+func (c *Compiled) NodeBody(id string) (Node, bool) {
+	for _, n := range c.Document.Nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// rawOrNull keeps json.RawMessage fields valid when empty.
+func rawOrNull(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage("null")
+	}
+	return r
+}
