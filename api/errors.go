@@ -8,29 +8,45 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/starter"
+	"github.com/weftworks/weft/variables"
 )
+
+// CodeUnsupportedMediaType refuses a request body in a syntax the route does
+// not read (415), e.g. a form-encoded body, or YAML before the YAML front end.
+const CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
 
 // statusByCode is the one table mapping error codes to HTTP statuses.
 var statusByCode = map[string]int{
-	failure.CodeUnauthenticated:     http.StatusUnauthorized,
-	failure.CodeMissingScope:        http.StatusForbidden,
-	failure.CodePermissionDenied:    http.StatusForbidden,
-	failure.CodeNotFound:            http.StatusNotFound,
-	failure.CodeInvalidJSON:         http.StatusBadRequest,
-	failure.CodeInvalidDocument:     http.StatusBadRequest,
-	failure.CodeInvalidRequest:      http.StatusBadRequest,
-	failure.CodeInvalidKey:          http.StatusBadRequest,
-	failure.CodeCursorInvalid:       http.StatusBadRequest,
-	failure.CodeDocumentTooLarge:    http.StatusRequestEntityTooLarge,
-	failure.CodeAlreadyExists:       http.StatusConflict,
-	failure.CodeRevisionConflict:    http.StatusConflict,
-	failure.CodeIdempotencyConflict: http.StatusConflict,
-	failure.CodeRunNotActive:        http.StatusConflict,
-	failure.CodeInvalidGraph:        http.StatusUnprocessableEntity,
-	failure.CodeInvalidInput:        http.StatusUnprocessableEntity,
-	failure.CodeNotPublished:        http.StatusUnprocessableEntity,
-	failure.CodeUnavailable:         http.StatusServiceUnavailable,
-	failure.CodeInternal:            http.StatusInternalServerError,
+	failure.CodeUnauthenticated:       http.StatusUnauthorized,
+	failure.CodeMissingScope:          http.StatusForbidden,
+	failure.CodePermissionDenied:      http.StatusForbidden,
+	failure.CodeNotFound:              http.StatusNotFound,
+	failure.CodeInvalidJSON:           http.StatusBadRequest,
+	failure.CodeInvalidDocument:       http.StatusBadRequest,
+	failure.CodeInvalidRequest:        http.StatusBadRequest,
+	failure.CodeInvalidKey:            http.StatusBadRequest,
+	failure.CodeCursorInvalid:         http.StatusBadRequest,
+	failure.CodeDocumentTooLarge:      http.StatusRequestEntityTooLarge,
+	failure.CodeAlreadyExists:         http.StatusConflict,
+	failure.CodeRevisionConflict:      http.StatusConflict,
+	failure.CodeIdempotencyConflict:   http.StatusConflict,
+	failure.CodeRunNotActive:          http.StatusConflict,
+	failure.CodeInvalidGraph:          http.StatusUnprocessableEntity,
+	failure.CodeInvalidInput:          http.StatusUnprocessableEntity,
+	failure.CodeNotPublished:          http.StatusUnprocessableEntity,
+	failure.CodeUnavailable:           http.StatusServiceUnavailable,
+	failure.CodeInternal:              http.StatusInternalServerError,
+	CodeUnsupportedMediaType:          http.StatusUnsupportedMediaType,
+	starter.CodeSimulationUnsupported: http.StatusUnprocessableEntity,
+	// Template limits and variable resolution refusals (variables.Registry).
+	graph.CodeLimitExceeded:       http.StatusUnprocessableEntity,
+	variables.CodeUnknownVariable: http.StatusUnprocessableEntity,
+	variables.CodeMissingBinding:  http.StatusUnprocessableEntity,
+	variables.CodeRecordNotFound:  http.StatusUnprocessableEntity,
+	variables.CodeCancelled:       http.StatusServiceUnavailable, // ended before the sources answered; retry
+	variables.CodeSourceFailed:    http.StatusBadGateway,         // a source failed; its error is logged only
 }
 
 // StatusOf returns the HTTP status for a code; unknown codes are 422 when
@@ -83,7 +99,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		case http.StatusUnauthorized:
 			payload.Code = failure.CodeUnauthenticated
 		case http.StatusUnsupportedMediaType:
-			payload.Code = "UNSUPPORTED_MEDIA_TYPE"
+			payload.Code = CodeUnsupportedMediaType
 		default:
 			if he.Code < 500 {
 				payload.Code = failure.CodeInvalidRequest

@@ -1,6 +1,131 @@
 package api
 
-import "github.com/labstack/echo/v4"
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.temporal.io/sdk/client"
+
+	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/failure"
+)
+
+// readyCheckTimeout bounds each dependency check of /readyz, so a hung
+// dependency answers 503 quickly instead of holding the probe.
+const readyCheckTimeout = 2 * time.Second
+
+// Check results shown by /readyz. Failure details are logged, never shown:
+// the route is unauthenticated.
+const (
+	checkOK          = "ok"
+	checkUnreachable = "unreachable"
+	checkSkipped     = "skipped: temporal unreachable"
+)
 
 // registerHealthRoutes adds /healthz, /readyz and /metrics (owned by the platform task).
-func (s *Server) registerHealthRoutes(e *echo.Echo) {}
+func (s *Server) registerHealthRoutes(e *echo.Echo) {
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	if s.deps.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(s.deps.Metrics.Handler()))
+	}
+}
+
+// healthz answers while the process serves HTTP.
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz checks PostgreSQL, Temporal, and weft's search attributes on the
+// namespace. 200 {"status":"ready","checks":{...}} when all pass; otherwise
+// 503 UNAVAILABLE naming each failed check in details.checks.
+func (s *Server) readyz(c echo.Context) error {
+	ctx := c.Request().Context()
+	checks := map[string]string{
+		"postgres":         s.checkPostgres(ctx),
+		"temporal":         s.checkTemporal(ctx),
+		"searchAttributes": checkSkipped,
+	}
+	if checks["temporal"] == checkOK {
+		checks["searchAttributes"] = s.checkSearchAttributes(ctx)
+	}
+	var failed []string
+	for _, name := range []string{"postgres", "temporal", "searchAttributes"} {
+		if checks[name] != checkOK {
+			failed = append(failed, name)
+		}
+	}
+	if len(failed) > 0 {
+		return failure.New(failure.CodeUnavailable, "not ready: %s", strings.Join(failed, ", ")).
+			WithDetails(map[string]any{"checks": checks})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "checks": checks})
+}
+
+func (s *Server) checkPostgres(ctx context.Context) string {
+	if s.deps.Store == nil {
+		return "not configured"
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyCheckTimeout)
+	defer cancel()
+	if err := s.deps.Store.Ping(ctx); err != nil {
+		s.log.Warn("readyz: postgres", "err", err)
+		return checkUnreachable
+	}
+	return checkOK
+}
+
+func (s *Server) checkTemporal(ctx context.Context) string {
+	if s.deps.Temporal == nil {
+		return "not configured"
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyCheckTimeout)
+	defer cancel()
+	if _, err := s.deps.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		s.log.Warn("readyz: temporal", "err", err)
+		return checkUnreachable
+	}
+	return checkOK
+}
+
+func (s *Server) checkSearchAttributes(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, readyCheckTimeout)
+	defer cancel()
+	missing, err := devserver.MissingSearchAttributes(ctx, s.deps.Temporal, s.deps.Config.TemporalNamespace)
+	if err != nil {
+		s.log.Warn("readyz: search attributes", "err", err)
+		return checkUnreachable
+	}
+	if len(missing) > 0 {
+		return "missing: " + strings.Join(missing, ", ")
+	}
+	return checkOK
+}
+
+// observeLatency records every request in the API latency histogram, by
+// route template (never the raw path, which would explode cardinality),
+// method and final status. Errors are rendered here (c.Error) so the status
+// is the one the client receives.
+func (s *Server) observeLatency(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.deps.Metrics == nil {
+		return next
+	}
+	hist := s.deps.Metrics.HTTPRequestDuration
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		hist.WithLabelValues(route, c.Request().Method, strconv.Itoa(c.Response().Status)).
+			Observe(time.Since(start).Seconds())
+		return nil
+	}
+}

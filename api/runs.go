@@ -1,6 +1,496 @@
 package api
 
-import "github.com/labstack/echo/v4"
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/starter"
+	"github.com/weftworks/weft/store"
+)
+
+// Run route limits.
+const (
+	// maxEnqueueBody bounds an enqueue request: input plus simulation
+	// fixtures (256 KiB) and room for the envelope.
+	maxEnqueueBody = starter.MaxInputBytes + 512<<10
+	// Page sizes. Each maximum stays below the store's own cap, since a
+	// page reads one row more than it returns to know whether another follows.
+	defaultRunsLimit   = 50
+	maxRunsLimit       = 200
+	defaultEventsLimit = 100
+	maxEventsLimit     = 500
+	defaultNotesLimit  = 50
+	maxNotesLimit      = 200
+	// projectPage is how many events one query reads when projecting node states.
+	projectPage = 1000
+)
+
+// errNoStarter answers run routes of a server wired without the execution
+// capability (a wiring mistake) with 503 rather than a panic.
+var errNoStarter = failure.New(failure.CodeUnavailable, "runs cannot be started or cancelled by this server")
 
 // registerRunRoutes adds the /v1/runs and /v1/notes routes (owned by the runs task).
-func (s *Server) registerRunRoutes(g *echo.Group) {}
+func (s *Server) registerRunRoutes(g *echo.Group) {
+	g.POST("/workflows/:key/runs", s.enqueueRun, requireScope(auth.ScopeRunsExecute))
+	g.GET("/runs", s.listRuns, requireScope(auth.ScopeRunsRead))
+	g.GET("/runs/:id", s.getRun, requireScope(auth.ScopeRunsRead))
+	g.GET("/runs/:id/events", s.listRunEvents, requireScope(auth.ScopeRunsRead))
+	g.POST("/runs/:id/cancel", s.cancelRun, requireScope(auth.ScopeRunsCancel))
+	g.GET("/notes", s.listNotes, requireScope(auth.ScopeRunsRead))
+}
+
+// enqueueRunBody is the body of POST /v1/workflows/{key}/runs.
+type enqueueRunBody struct {
+	Input          json.RawMessage `json:"input"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Mode           execution.Mode  `json:"mode"`
+	Revision       *int            `json:"revision"`
+	DraftRevision  *int            `json:"draftRevision"`
+	Fixtures       json.RawMessage `json:"fixtures"`
+}
+
+// acceptedBody answers an enqueue.
+type acceptedBody struct {
+	RunID    string `json:"runId"`
+	Status   string `json:"status"`
+	Revision int    `json:"revision"`
+	Checksum string `json:"checksum"`
+}
+
+// enqueueRun runs a workflow: 202 for a new run, 200 when the idempotency
+// key already started the same run. The trusted context (tenant, actor,
+// permission snapshot) comes from the token, never from the body.
+func (s *Server) enqueueRun(c echo.Context) error {
+	if s.deps.Starter == nil {
+		return errNoStarter
+	}
+	key, err := workflowPathKey(c)
+	if err != nil {
+		return err
+	}
+	var body enqueueRunBody
+	if err := decodeStrict(c, maxEnqueueBody, &body); err != nil {
+		return err
+	}
+	p := principal(c)
+	acc, err := s.deps.Starter.Enqueue(c.Request().Context(), starter.Request{
+		WorkflowKey:    key,
+		Input:          body.Input,
+		IdempotencyKey: body.IdempotencyKey,
+		Mode:           body.Mode,
+		Revision:       body.Revision,
+		DraftRevision:  body.DraftRevision,
+		Fixtures:       body.Fixtures,
+	}, starter.Trusted{
+		TenantID:    p.Tenant,
+		TenantName:  p.TenantName,
+		Actor:       execution.Actor{Kind: "user", Sub: p.Sub, Name: p.Name, Email: p.Email},
+		Origin:      execution.Origin{Kind: "api"},
+		Permissions: p.Scopes,
+	})
+	if err != nil {
+		return err
+	}
+	status := http.StatusAccepted
+	if !acc.Created {
+		status = http.StatusOK
+	}
+	return c.JSON(status, acceptedBody{RunID: acc.RunID, Status: acc.Status, Revision: acc.Revision, Checksum: acc.Checksum})
+}
+
+// decodeStrict decodes exactly one JSON object with no unknown fields from
+// a JSON body (no Content-Type counts as JSON) of at most limit bytes.
+func decodeStrict(c echo.Context, limit int64, v any) error {
+	if ct := c.Request().Header.Get(echo.HeaderContentType); strings.TrimSpace(ct) != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
+			return failure.New(CodeUnsupportedMediaType, "Content-Type %q is not supported; use application/json", ct)
+		}
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return failure.New(failure.CodeDocumentTooLarge, "the request body exceeds %d bytes", limit)
+	}
+	if err != nil {
+		return failure.Wrap(err, failure.CodeInvalidRequest, "the request body could not be read")
+	}
+	if !json.Valid(data) {
+		return failure.New(failure.CodeInvalidJSON, "the request body is not valid JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return failure.New(failure.CodeInvalidRequest, "the request body does not match the expected shape: %s", err.Error())
+	}
+	return nil
+}
+
+// runBody is a run as the API shows it (SPEC §10).
+type runBody struct {
+	RunID         string                `json:"runId"`
+	WorkflowKey   string                `json:"workflowKey"`
+	Revision      int                   `json:"revision"`
+	DraftRevision *int                  `json:"draftRevision,omitempty"`
+	Checksum      string                `json:"checksum"`
+	Mode          execution.Mode        `json:"mode"`
+	Status        string                `json:"status"`
+	Input         json.RawMessage       `json:"input"`
+	Output        json.RawMessage       `json:"output"`
+	Error         json.RawMessage       `json:"error"`
+	Origin        execution.Origin      `json:"origin"`
+	Actor         execution.Actor       `json:"actor"`
+	Nodes         []execution.NodeState `json:"nodes,omitempty"`
+	Usage         json.RawMessage       `json:"usage"`
+	Temporal      temporalRef           `json:"temporal"`
+	CreatedAt     time.Time             `json:"createdAt"`
+	StartedAt     *time.Time            `json:"startedAt,omitempty"`
+	FinishedAt    *time.Time            `json:"finishedAt,omitempty"`
+}
+
+// temporalRef tells an operator where to find the run in Temporal.
+type temporalRef struct {
+	WorkflowID string `json:"workflowId"`
+	RunID      string `json:"runId,omitempty"`
+	UIURL      string `json:"uiUrl,omitempty"`
+}
+
+func (s *Server) runJSON(r store.Run) runBody {
+	return runBody{
+		RunID: r.RunID, WorkflowKey: r.WorkflowKey, Revision: r.Revision, DraftRevision: r.DraftRevision,
+		Checksum: r.Checksum, Mode: execution.Mode(r.Mode), Status: r.Status,
+		Input: orNull(r.Input), Output: orNull(r.Output), Error: orNull(r.Error),
+		Origin: r.Origin, Actor: r.Actor, Usage: orEmptyObject(r.Usage),
+		Temporal: temporalRef{
+			WorkflowID: r.WorkflowID, RunID: r.TemporalRunID,
+			UIURL: s.deps.Starter.WorkflowURL(r.WorkflowID),
+		},
+		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+	}
+}
+
+func orNull(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage("null")
+	}
+	return r
+}
+
+func orEmptyObject(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return json.RawMessage("{}")
+	}
+	return r
+}
+
+// runsCursor is the position a runs page ends at.
+type runsCursor struct {
+	CreatedAt time.Time `json:"c"`
+	RunID     string    `json:"r"`
+}
+
+// listRuns lists the tenant's runs, newest first, filtered by workflowKey
+// and status. The cursor is bound to the tenant and the filters.
+func (s *Server) listRuns(c echo.Context) error {
+	p := principal(c)
+	limit, err := pageLimit(c, defaultRunsLimit, maxRunsLimit)
+	if err != nil {
+		return err
+	}
+	f := store.RunFilter{WorkflowKey: c.QueryParam("workflowKey"), Status: c.QueryParam("status"), Limit: limit + 1}
+	switch f.Status {
+	case "", execution.StatusQueued, execution.StatusRunning, execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
+	default:
+		return failure.New(failure.CodeInvalidRequest, "status must be one of queued, running, succeeded, failed, cancelled")
+	}
+	scope := cursorScope("runs", p.Tenant, f.WorkflowKey, f.Status)
+	if cur := c.QueryParam("cursor"); cur != "" {
+		payload, err := s.openCursor(scope, cur)
+		if err != nil {
+			return err
+		}
+		var rc runsCursor
+		if err := json.Unmarshal(payload, &rc); err != nil {
+			return failure.New(failure.CodeCursorInvalid, "the cursor is invalid")
+		}
+		f.Before = &store.RunCursor{CreatedAt: rc.CreatedAt, RunID: rc.RunID}
+	}
+	runs, err := s.deps.Store.ListRuns(c.Request().Context(), p.Tenant, f)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(runs) > limit {
+		runs = runs[:limit]
+		last := runs[limit-1]
+		payload, _ := json.Marshal(runsCursor{CreatedAt: last.CreatedAt, RunID: last.RunID})
+		next = s.sealCursor(scope, payload)
+	}
+	items := make([]runBody, 0, len(runs))
+	for _, r := range runs {
+		items = append(items, s.runJSON(r))
+	}
+	return list(c, "runs", items, next)
+}
+
+// getRun returns one run with its node states projected from the event log.
+func (s *Server) getRun(c echo.Context) error {
+	p := principal(c)
+	r, err := s.tenantRun(c, p.Tenant)
+	if err != nil {
+		return err
+	}
+	body := s.runJSON(r)
+	nodes, err := s.projectNodes(c, r)
+	if err != nil {
+		return err
+	}
+	body.Nodes = nodes
+	return c.JSON(http.StatusOK, body)
+}
+
+// tenantRun loads the :id run of tenant; another tenant's run is NOT_FOUND,
+// indistinguishable from a missing one.
+func (s *Server) tenantRun(c echo.Context, tenant string) (store.Run, error) {
+	id := c.Param("id")
+	r, err := s.deps.Store.GetRun(c.Request().Context(), tenant, id)
+	if errors.Is(err, failure.ErrNotFound) {
+		return store.Run{}, failure.New(failure.CodeNotFound, "run %q not found", id)
+	}
+	return r, err
+}
+
+// projectNodes folds the run's events into node states, listed in compiled
+// order so nodes that have not run yet show as pending.
+func (s *Server) projectNodes(c echo.Context, r store.Run) ([]execution.NodeState, error) {
+	ctx := c.Request().Context()
+	compiled, err := s.deps.Store.GetCompiled(ctx, r.TenantID, r.Checksum)
+	if err != nil {
+		return nil, err
+	}
+	states := make(map[string]*execution.NodeState, len(compiled.Document.Nodes))
+	out := make([]execution.NodeState, 0, len(compiled.Document.Nodes))
+	for _, n := range compiled.Document.Nodes {
+		states[n.ID] = &execution.NodeState{ID: n.ID, Kind: string(n.Kind), Status: execution.NodePending}
+	}
+	var after int64
+	for {
+		events, err := s.deps.Store.ListEvents(ctx, r.TenantID, r.RunID, after, projectPage)
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range events {
+			if st, ok := states[ev.NodeID]; ok && ev.NodeID != "" {
+				applyNodeEvent(st, ev)
+			}
+			after = ev.Seq
+		}
+		if len(events) < projectPage {
+			break
+		}
+	}
+	for _, n := range compiled.Document.Nodes {
+		out = append(out, *states[n.ID])
+	}
+	return out, nil
+}
+
+// applyNodeEvent advances one node's state by one event, mirroring the
+// interpreter's own state (the `state` query), so the API and
+// `temporal workflow query` agree. Events of other writers (tool.*) leave
+// the state as it is.
+func applyNodeEvent(st *execution.NodeState, ev store.Event) {
+	var d execution.EventData
+	_ = json.Unmarshal(ev.Data, &d)
+	if ev.Attempt > st.Attempt {
+		st.Attempt = ev.Attempt
+	}
+	errOf := func() (string, string) {
+		if d.Error == nil {
+			return "", ""
+		}
+		return d.Error.Type, d.Error.Message
+	}
+	switch ev.Type {
+	case execution.EventNodeStarted:
+		st.Status, st.Reason, st.Error = execution.NodeRunning, "", ""
+	case execution.EventNodeRetryScheduled:
+		st.Status = execution.NodeWaiting
+	case execution.EventNodeCompleted:
+		st.Status, st.Port, st.Reason, st.Error = execution.NodeSucceeded, d.Port, "", ""
+	case execution.EventNodeFailed:
+		st.Status = execution.NodeFailed
+		st.Reason, st.Error = errOf()
+	case execution.EventNodeSkipped:
+		st.Status, st.Reason = execution.NodeSkipped, d.Reason
+	case execution.EventNodeCancelAcknowledged:
+		st.Status, st.Reason = execution.NodeCancelled, execution.SkipCancelled
+		if d.Error != nil {
+			st.Reason, st.Error = errOf()
+		}
+	case execution.EventNodeCancelUnacked:
+		st.Status, st.Reason = execution.NodeCancelled, "CANCEL_UNACKNOWLEDGED"
+	case execution.EventNodeLateResult:
+		st.Status, st.Port, st.Reason = execution.NodeCancelled, d.Port, "LATE_RESULT"
+	}
+}
+
+// eventBody is one event as the API shows it (SPEC §10).
+type eventBody struct {
+	Seq           int64           `json:"seq"`
+	Type          string          `json:"type"`
+	SchemaVersion int             `json:"schemaVersion"`
+	At            time.Time       `json:"at"`
+	NodeID        string          `json:"nodeId,omitempty"`
+	Attempt       int             `json:"attempt,omitempty"`
+	Data          json.RawMessage `json:"data"`
+	PrevHash      string          `json:"prevHash"`
+	Hash          string          `json:"hash"`
+}
+
+// listRunEvents pages through a run's event log in seq order. The cursor is
+// HMAC-bound to the tenant and the run: another run's cursor, or a tampered
+// one, is CURSOR_INVALID.
+func (s *Server) listRunEvents(c echo.Context) error {
+	p := principal(c)
+	r, err := s.tenantRun(c, p.Tenant)
+	if err != nil {
+		return err
+	}
+	limit, err := pageLimit(c, defaultEventsLimit, maxEventsLimit)
+	if err != nil {
+		return err
+	}
+	scope := cursorScope("events", p.Tenant, r.RunID)
+	var after int64
+	if cur := c.QueryParam("cursor"); cur != "" {
+		payload, err := s.openCursor(scope, cur)
+		if err != nil {
+			return err
+		}
+		if len(payload) != 8 {
+			return failure.New(failure.CodeCursorInvalid, "the cursor is invalid")
+		}
+		after = int64(binary.BigEndian.Uint64(payload))
+	}
+	events, err := s.deps.Store.ListEvents(c.Request().Context(), p.Tenant, r.RunID, after, limit+1)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(events) > limit {
+		events = events[:limit]
+		next = s.sealCursor(scope, binary.BigEndian.AppendUint64(nil, uint64(events[limit-1].Seq)))
+	}
+	items := make([]eventBody, 0, len(events))
+	for _, ev := range events {
+		items = append(items, eventBody{
+			Seq: ev.Seq, Type: ev.Type, SchemaVersion: ev.SchemaVersion, At: ev.At,
+			NodeID: ev.NodeID, Attempt: ev.Attempt, Data: orEmptyObject(ev.Data),
+			PrevHash: ev.PrevHash, Hash: ev.Hash,
+		})
+	}
+	return list(c, "events", items, next)
+}
+
+// cancelRun asks a run to cancel: 202 with the run's status at the time of
+// the request (the interpreter records the outcome). A finished run is
+// 409 RUN_NOT_ACTIVE.
+func (s *Server) cancelRun(c echo.Context) error {
+	p := principal(c)
+	id := c.Param("id")
+	actor := execution.Actor{Kind: "user", Sub: p.Sub, Name: p.Name, Email: p.Email}
+	if s.deps.Starter == nil {
+		return errNoStarter
+	}
+	if err := s.deps.Starter.Cancel(c.Request().Context(), p.Tenant, id, actor); err != nil {
+		return err
+	}
+	r, err := s.tenantRun(c, p.Tenant)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, map[string]string{"runId": r.RunID, "status": r.Status})
+}
+
+// noteBody is a note written by workspace.notes.write@1, with the run and
+// node that wrote it.
+type noteBody struct {
+	NoteID    string          `json:"noteId"`
+	RunID     string          `json:"runId"`
+	NodeID    string          `json:"nodeId"`
+	Title     string          `json:"title"`
+	Body      json.RawMessage `json:"body"`
+	CreatedAt time.Time       `json:"createdAt"`
+}
+
+// notesCursor is the position a notes page ends at.
+type notesCursor struct {
+	CreatedAt time.Time `json:"c"`
+	NoteID    string    `json:"n"`
+}
+
+// listNotes lists the tenant's notes, newest first.
+func (s *Server) listNotes(c echo.Context) error {
+	p := principal(c)
+	limit, err := pageLimit(c, defaultNotesLimit, maxNotesLimit)
+	if err != nil {
+		return err
+	}
+	scope := cursorScope("notes", p.Tenant)
+	var before *store.NoteCursor
+	if cur := c.QueryParam("cursor"); cur != "" {
+		payload, err := s.openCursor(scope, cur)
+		if err != nil {
+			return err
+		}
+		var nc notesCursor
+		if err := json.Unmarshal(payload, &nc); err != nil {
+			return failure.New(failure.CodeCursorInvalid, "the cursor is invalid")
+		}
+		before = &store.NoteCursor{CreatedAt: nc.CreatedAt, NoteID: nc.NoteID}
+	}
+	notes, err := s.deps.Store.ListNotes(c.Request().Context(), p.Tenant, limit+1, before)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(notes) > limit {
+		notes = notes[:limit]
+		last := notes[limit-1]
+		payload, _ := json.Marshal(notesCursor{CreatedAt: last.CreatedAt, NoteID: last.NoteID})
+		next = s.sealCursor(scope, payload)
+	}
+	items := make([]noteBody, 0, len(notes))
+	for _, n := range notes {
+		items = append(items, noteBody{NoteID: n.NoteID, RunID: n.RunID, NodeID: n.NodeID, Title: n.Title,
+			Body: orNull(n.Body), CreatedAt: n.CreatedAt})
+	}
+	return list(c, "notes", items, next)
+}
+
+// pageLimit reads ?limit= (default def, 1..max).
+func pageLimit(c echo.Context, def, max int) (int, error) {
+	v := c.QueryParam("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, failure.New(failure.CodeInvalidRequest, "limit must be an integer from 1 to %d", max)
+	}
+	return n, nil
+}

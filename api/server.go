@@ -11,8 +11,12 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
+	"github.com/weftworks/weft/metrics"
+	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
 )
 
 // Deps are the API's collaborators, passed explicitly.
@@ -22,6 +26,20 @@ type Deps struct {
 	Keys     *auth.Keys
 	Temporal client.Client
 	Logger   *slog.Logger
+	// Metrics is the Prometheus registry served at /metrics and the API
+	// latency histogram; nil disables both.
+	Metrics *metrics.Metrics
+	// Resolver loads the dependency snapshot (action contracts, agent
+	// revisions) drafts are validated and compiled against. Nil resolves
+	// the built-in actions only.
+	Resolver *catalog.Resolver
+	// Starter is the execution capability the run routes enqueue and
+	// cancel through.
+	Starter *starter.Starter
+	// Variables is the variable registry behind /v1/variables (the same
+	// one graph validation and activities use). Nil uses
+	// variables.Builtin(variables.NoAgents{}).
+	Variables *variables.Registry
 }
 
 // Server holds the dependencies handlers use.
@@ -40,12 +58,14 @@ func New(d Deps) *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	e.Use(s.observeLatency) // outermost, so it sees the final status of every request
 	e.Use(s.recoverPanics)
 
 	s.registerHealthRoutes(e)
 	v1 := e.Group("/v1", s.authenticate)
 	s.registerWorkflowRoutes(v1)
 	s.registerRunRoutes(v1)
+	s.registerVariableRoutes(v1)
 	return e
 }
 

@@ -29,6 +29,8 @@ type Config struct {
 	// TemporalPort and TemporalUIPort are used by `weft dev` only.
 	TemporalPort   int
 	TemporalUIPort int
+	// TemporalCLI is the `temporal` binary `weft dev` runs (WEFT_TEMPORAL_CLI, default bin/temporal).
+	TemporalCLI string
 	// TemporalUIURL is the Web UI base used for run links.
 	TemporalUIURL string
 	// OpenAI-compatible provider settings (agents). The key is never logged.
@@ -62,6 +64,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		JWTSecret:         get("WEFT_JWT_SECRET", ""),
 		TaskQueue:         get("WEFT_TASK_QUEUE", "weft"),
 		TemporalUIURL:     get("WEFT_TEMPORAL_UI_URL", ""),
+		TemporalCLI:       get("WEFT_TEMPORAL_CLI", "bin/temporal"),
 		OpenAIBaseURL:     get("WEFT_OPENAI_BASE_URL", "https://api.openai.com/v1"),
 		OpenAIAPIKey:      get("WEFT_OPENAI_API_KEY", ""),
 		OpenAIModel:       get("WEFT_OPENAI_MODEL", ""),

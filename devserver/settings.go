@@ -5,6 +5,7 @@
 package devserver
 
 import (
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/execution"
@@ -53,14 +54,19 @@ func ExtraArgs() []string {
 
 // SearchAttributeTypes lists weft's custom search attributes with their
 // Temporal types (SPEC §8), in a stable order.
-var SearchAttributeTypes = []struct {
+var SearchAttributeTypes = []SearchAttribute{
+	{execution.SearchAttrTenant, "Keyword", enumspb.INDEXED_VALUE_TYPE_KEYWORD},
+	{execution.SearchAttrWorkflowKey, "Keyword", enumspb.INDEXED_VALUE_TYPE_KEYWORD},
+	{execution.SearchAttrMode, "Keyword", enumspb.INDEXED_VALUE_TYPE_KEYWORD},
+	{execution.SearchAttrRevision, "Int", enumspb.INDEXED_VALUE_TYPE_INT},
+}
+
+// SearchAttribute is one custom search attribute weft needs.
+type SearchAttribute struct {
 	Name string
-	Type string // as the CLI spells it
-}{
-	{execution.SearchAttrTenant, "Keyword"},
-	{execution.SearchAttrWorkflowKey, "Keyword"},
-	{execution.SearchAttrMode, "Keyword"},
-	{execution.SearchAttrRevision, "Int"},
+	Type string // as the CLI spells it (--search-attribute Name=Type)
+	// Indexed is the same type for the OperatorService API.
+	Indexed enumspb.IndexedValueType
 }
 
 // Typed search attribute keys, for StartWorkflowOptions.TypedSearchAttributes.

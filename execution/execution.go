@@ -99,6 +99,10 @@ type RunParams struct {
 	EnqueuedAt  time.Time `json:"enqueuedAt"`
 	// Carry is set when the run continued as new: node states and references only.
 	Carry *Carry `json:"carry,omitempty"`
+	// ForceContinueAsNewAfterEvents is a test knob: when > 0 the interpreter
+	// continues as new once it has recorded that many events in one
+	// execution, as if Temporal had suggested it. The starter leaves it 0.
+	ForceContinueAsNewAfterEvents int `json:"forceContinueAsNewAfterEvents,omitempty"`
 }
 
 // Carry is the state handed across continue-as-new.
@@ -135,6 +139,9 @@ type NodeState struct {
 	Port    string `json:"port,omitempty"`   // the port that fired
 	Reason  string `json:"reason,omitempty"` // skip reason (DEAD_INPUT, SETTLED) or error code
 	Error   string `json:"error,omitempty"`
+	// RetryAt is when a waiting node's next attempt is due (live mode); it
+	// lets continue-as-new re-arm the backoff timer with the time left.
+	RetryAt *time.Time `json:"retryAt,omitempty"`
 }
 
 // NodeInput is what a node activity receives.
@@ -150,6 +157,13 @@ type NodeInput struct {
 	Inputs      map[string]Value `json:"inputs"`
 	Actor       Actor            `json:"actor"`
 	Permissions []string         `json:"permissions"`
+	// TenantName feeds the context.tenantName template variable (the
+	// tenant id stands in when empty).
+	TenantName string `json:"tenantName,omitempty"`
+	// RunStartedAt is the run's start (workflow time, RunParams.EnqueuedAt
+	// or the first workflow task): context.today renders its UTC date, so
+	// every attempt of a run renders the same day.
+	RunStartedAt time.Time `json:"runStartedAt,omitempty"`
 	// VirtualNow is the simulation clock when Mode is simulation.
 	VirtualNow time.Time `json:"virtualNow,omitempty"`
 }
@@ -240,6 +254,25 @@ const (
 	ErrSchemaViolation   = "SCHEMA_VIOLATION"
 	ErrActionFailed      = "ACTION_FAILED"
 	ErrNodeNotFound      = "NODE_NOT_FOUND"
+	// ErrPlanNotFound: no compiled revision is stored under (tenant, checksum).
+	ErrPlanNotFound = "PLAN_NOT_FOUND"
+	// ErrExpressionFailed: a gate expression failed to evaluate (a missing
+	// field, the cost limit, a non-bool result); deterministic, so permanent.
+	ErrExpressionFailed = "EXPRESSION_FAILED"
+	// ErrActionUnavailable: the worker has no action registered for the
+	// pinned id@version, or its contract differs from the pinned one.
+	ErrActionUnavailable = "ACTION_UNAVAILABLE"
+	// ErrIdempotencyConflict: a ledger key was reused with another input.
+	ErrIdempotencyConflict = "IDEMPOTENCY_CONFLICT"
+	// ErrAgentUnavailable: agent nodes are not executable yet.
+	ErrAgentUnavailable = "AGENT_UNAVAILABLE"
+	// ErrSimulationUnsupported: simulated agent and action nodes are not executable yet.
+	ErrSimulationUnsupported = "SIMULATION_UNSUPPORTED"
+	// ErrActionTimeout: the handler did not finish within the node timeout (retryable).
+	ErrActionTimeout = "ACTION_TIMEOUT"
+	// ErrAppendRefused: the store refused an event batch (malformed event,
+	// unknown run); retrying the same batch cannot succeed.
+	ErrAppendRefused = "APPEND_REFUSED"
 )
 
 // Run-level error codes.
@@ -247,4 +280,6 @@ const (
 	RunErrNoOutput   = "NO_OUTPUT"
 	RunErrNodeFailed = "NODE_FAILED"
 	RunErrCancelled  = "CANCELLED"
+	// RunErrPlanUnavailable: the execution plan could not be loaded or is malformed.
+	RunErrPlanUnavailable = "PLAN_UNAVAILABLE"
 )

@@ -1,12 +1,11 @@
 package graph
 
-import "encoding/json"
-
 // Compiled is a validated, normalized revision: what publication stores and
 // what the checksum covers (together with the pinned dependency contracts).
 type Compiled struct {
 	// Document is the normalized document: nodes in compiled order, edges
-	// sorted by (from, to), defaults filled in.
+	// sorted by (from, to), content otherwise as authored (retry and timeout
+	// defaults are filled in the Plan only).
 	Document Document `json:"document"`
 	// Order is the deterministic compile order (topological, ties by node id).
 	Order []string `json:"order"`
@@ -15,9 +14,12 @@ type Compiled struct {
 	Agents  []AgentContract `json:"agents"`
 	// Permissions is the sorted union of every node's required permissions.
 	Permissions []string `json:"permissions"`
-	// NodePermissions maps node id to the permissions that node needs.
+	// NodePermissions maps the id of every agent, agent-decision and action
+	// node (and any node whose templates need scopes) to the sorted
+	// permissions it needs; a node absent from the map needs none.
 	NodePermissions map[string][]string `json:"nodePermissions"`
-	// EstimatedHistoryEvents is the worst-case Temporal history size (nodes x attempts).
+	// EstimatedHistoryEvents is the worst-case Temporal history size (nodes x
+	// attempts); see EstimateHistoryEvents for the formula.
 	EstimatedHistoryEvents int `json:"estimatedHistoryEvents"`
 	// Checksum is hex sha256 of the canonical JSON (RFC 8785) of the revision
 	// (Document, Actions, Agents). It does not cover itself or Order.
@@ -82,12 +84,4 @@ func (c *Compiled) NodeBody(id string) (Node, bool) {
 		}
 	}
 	return Node{}, false
-}
-
-// rawOrNull keeps json.RawMessage fields valid when empty.
-func rawOrNull(r json.RawMessage) json.RawMessage {
-	if len(r) == 0 {
-		return json.RawMessage("null")
-	}
-	return r
 }

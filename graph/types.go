@@ -141,6 +141,9 @@ const (
 	// CodeInvalidNode covers structural problems the codes above do not name
 	// (unknown kind, a missing required field, a bad id).
 	CodeInvalidNode = "INVALID_NODE"
+	// CodeInvalidDocument (declared with the decode codes) is also an issue
+	// code: Validate reports it for a nil document or a wrong schemaVersion
+	// in a Document built in Go rather than decoded.
 )
 
 // Risk classifies what an action may do. Publication refuses External and Destructive.

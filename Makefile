@@ -1,0 +1,66 @@
+# weft — run `make` (or `make help`) to list the targets.
+SHELL := bash
+.DEFAULT_GOAL := help
+
+GO            ?= go
+BIN           := $(CURDIR)/bin
+TEMPORAL_CLI  := github.com/temporalio/cli/cmd/temporal@v1.5.1
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@latest
+WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@latest
+
+# go test timeout for the whole suite.
+TEST_TIMEOUT ?= 20m
+# How long each fuzz target runs in `make test` / `make fuzz`.
+FUZZ_TIME ?= 5s
+# Fuzz targets that must exist (package:Target). `make fuzz` runs every
+# Fuzz target it finds; naming these makes a renamed or deleted one fail
+# instead of being skipped silently.
+FUZZ_EXPECTED := ./graph:FuzzDecode ./graph:FuzzValidate ./variables:FuzzTokenize
+
+.PHONY: help dev build test fuzz lint bench
+
+help: ## list the targets
+	@echo "Usage: make <target>"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_\/.-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+bin/temporal: ## build the Temporal CLI (dev server + Web UI) into bin/ from the Go module proxy
+	GOBIN=$(BIN) $(GO) install $(TEMPORAL_CLI)
+
+bin/staticcheck:
+	GOBIN=$(BIN) $(GO) install $(STATICCHECK)
+
+bin/workflowcheck:
+	GOBIN=$(BIN) $(GO) install $(WORKFLOWCHECK)
+
+build: ## build bin/weft
+	$(GO) build -o bin/weft ./cmd/weft
+
+dev: bin/temporal build ## run `weft dev`: Temporal dev server + Web UI, PostgreSQL migrated, API and worker
+	bin/weft dev
+
+test: bin/temporal ## run every test (real PostgreSQL and bin/temporal), then the fuzz targets for FUZZ_TIME each
+	$(GO) test ./... -count=1 -timeout $(TEST_TIMEOUT)
+	@$(MAKE) --no-print-directory fuzz
+
+fuzz: ## run every Fuzz target of every package for FUZZ_TIME (default 5s)
+	@set -euo pipefail; \
+	targets=$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ {f[n++] = $$1} /^(ok|\?) / {for (i = 0; i < n; i++) print $$2 ":" f[i]; n = 0}'); \
+	module=$$($(GO) list -m); \
+	for want in $(FUZZ_EXPECTED); do \
+		if ! grep -qx "$$module/$${want#./}" <<<"$$targets"; then echo "fuzz target $$want not found" >&2; exit 1; fi; \
+	done; \
+	for t in $$targets; do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$pkg $$fn for $(FUZZ_TIME)"; \
+		$(GO) test "$$pkg" -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_TIME); \
+	done
+
+lint: bin/staticcheck bin/workflowcheck ## gofmt check, go vet, staticcheck, workflowcheck on ./workflows/...
+	@unformatted=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	bin/staticcheck ./...
+	bin/workflowcheck ./workflows/...
+
+bench: bin/temporal ## run the Go benchmarks
+	$(GO) test ./... -run '^$$' -bench . -benchmem

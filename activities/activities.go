@@ -1,0 +1,99 @@
+// Package activities implements the Temporal activities the interpreter
+// workflow calls by name (execution.Activity*): loading the execution plan,
+// appending events, and running nodes — gates, validators and merges as
+// local activities, actions (and later agents) as activities. Each concern is
+// one small struct holding only what it needs; Register wires them.
+//
+// Activities fetch node bodies by (checksum, node id) from the compiled
+// revision, which is immutable and so cached in memory, together with the
+// CEL programs and JSON schemas compiled from it.
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
+)
+
+// Deps are what the activities need. Store and Actions are required.
+type Deps struct {
+	Store   *store.Store
+	Actions *catalog.Registry
+	Logger  *slog.Logger
+	// Variables resolves mapping templates after bound values; nil uses the
+	// scope-less built-in sources (context.*, run.id, workflow.key).
+	Variables *variables.Registry
+	// RevisionCacheSize bounds the compiled revisions kept in memory
+	// (DefaultRevisionCacheSize when 0).
+	RevisionCacheSize int
+}
+
+// Register registers the activities under their execution names. Any
+// worker.Registry (a worker.Worker) is accepted; it takes the narrower
+// ActivityRegistry so TestActivityEnvironment can be passed too.
+func Register(r worker.ActivityRegistry, d Deps) {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Variables == nil {
+		d.Variables = defaultVariables()
+	}
+	revs := newRevisionCache(d.Store, d.RevisionCacheSize)
+	vals := valueCodec{store: d.Store}
+
+	plans := &PlanActivities{plans: d.Store}
+	events := &EventActivities{events: d.Store}
+	local := &LocalNodeActivities{revisions: revs, values: vals}
+	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger}
+
+	r.RegisterActivityWithOptions(plans.LoadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
+	r.RegisterActivityWithOptions(events.AppendEvents, activity.RegisterOptions{Name: execution.ActivityAppendEvents})
+	r.RegisterActivityWithOptions(local.RunLocalNode, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
+	r.RegisterActivityWithOptions(nodes.RunNode, activity.RegisterOptions{Name: execution.ActivityRunNode})
+}
+
+// defaultVariables is the registry of the scope-less built-in sources. Their
+// definitions are constants, so failing to build it is a programming error.
+func defaultVariables() *variables.Registry {
+	reg, err := variables.NewRegistry(variables.ContextSource(), variables.RunSource())
+	if err != nil {
+		panic(fmt.Sprintf("activities: built-in variable sources: %v", err))
+	}
+	return reg
+}
+
+// permanent is a non-retryable application error of type errType: the same
+// input would fail the same way, so the interpreter ends the node at once.
+func permanent(errType string, cause error, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errType, cause)
+}
+
+// permanentWithDetails is permanent with details the interpreter can record.
+func permanentWithDetails(errType string, details any, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errType, nil, details)
+}
+
+// storeError classifies a store error: a refusal with a stable code (bad
+// input, missing row) is permanent; anything else (a connection blip) is
+// returned as is, so the activity is retried.
+func storeError(errType string, err error, what string) error {
+	if errors.Is(err, failure.ErrNotFound) || failure.CodeOf(err) != failure.CodeInternal {
+		return permanent(errType, err, "%s: %v", what, err)
+	}
+	return err
+}
+
+// cancelled reports whether the activity itself was cancelled (or timed out
+// by Temporal), as opposed to a deadline of our own.
+func cancelled(ctx context.Context) bool { return ctx.Err() != nil }

@@ -1,0 +1,300 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/weftworks/weft/activities"
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/store"
+)
+
+const tenant = "tenant-1"
+
+// bundle is one test's world: a fresh database, a compiled revision stored
+// in it, and an activity environment running the registered activities.
+type bundle struct {
+	t        *testing.T
+	st       *store.Store
+	env      *testsuite.TestActivityEnvironment
+	checksum string
+}
+
+type option func(*setup)
+
+type setup struct {
+	extra   []catalog.Action
+	actions []catalog.Action // replaces the built-ins when set
+	agents  []graph.AgentContract
+	// edit changes the compiled revision before it is stored, to build
+	// revisions publication would refuse.
+	edit func(*graph.Compiled)
+}
+
+func withActions(a ...catalog.Action) option {
+	return func(s *setup) { s.extra = append(s.extra, a...) }
+}
+
+// withRegistry makes the worker register exactly actions, whatever was pinned.
+func withRegistry(a ...catalog.Action) option { return func(s *setup) { s.actions = a } }
+
+func withEdit(f func(*graph.Compiled)) option { return func(s *setup) { s.edit = f } }
+
+func withAgent(a graph.AgentContract) option {
+	return func(s *setup) { s.agents = append(s.agents, a) }
+}
+
+// newBundle compiles doc (JSON) against the built-in contracts (plus extra
+// ones), stores it with store.PutCompiled and registers the activities.
+func newBundle(t *testing.T, doc string, opts ...option) *bundle {
+	t.Helper()
+	var s setup
+	for _, o := range opts {
+		o(&s)
+	}
+	st := testinfra.NewStore(t)
+	actions := append(catalog.Builtins(catalog.BuiltinDeps{Notes: st}), s.extra...)
+	if s.actions != nil {
+		actions = s.actions
+	}
+	reg, err := catalog.NewRegistry(actions...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	contracts := catalog.BuiltinContracts()
+	for _, a := range s.extra {
+		contracts = append(contracts, a.Contract)
+	}
+	d, err := graph.Decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, issues := graph.Compile(d, graph.NewStaticCatalog(contracts, s.agents))
+	if len(issues) > 0 {
+		t.Fatalf("compile: %v", issues)
+	}
+	if s.edit != nil {
+		s.edit(c)
+	}
+	p := c.Plan()
+	if err := st.PutCompiled(context.Background(), tenant, c, &p); err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	activities.Register(env, activities.Deps{Store: st, Actions: reg})
+	return &bundle{t: t, st: st, env: env, checksum: c.Checksum}
+}
+
+func (b *bundle) input(node string, kind graph.Kind, inputs map[string]string) execution.NodeInput {
+	vals := map[string]execution.Value{}
+	for port, raw := range inputs {
+		vals[port] = execution.Value{Inline: json.RawMessage(raw)}
+	}
+	return execution.NodeInput{
+		TenantID: tenant, RunID: "run-1", WorkflowKey: "wf", Checksum: b.checksum, Mode: execution.ModeLive,
+		NodeID: node, Kind: kind, Attempt: 1, Inputs: vals,
+		Actor:        execution.Actor{Kind: "user", Sub: "ada", Name: "Ada Lovelace", Email: "ada@example.com"},
+		Permissions:  []string{"notes.write"},
+		TenantName:   "Acme",
+		RunStartedAt: time.Date(2026, 11, 30, 23, 30, 0, 0, time.FixedZone("X", -3600)),
+	}
+}
+
+func (b *bundle) runNode(in execution.NodeInput) (execution.NodeResult, error) {
+	b.t.Helper()
+	v, err := b.env.ExecuteActivity(execution.ActivityRunNode, in)
+	var res execution.NodeResult
+	if err == nil {
+		err = v.Get(&res)
+	}
+	return res, err
+}
+
+func (b *bundle) runLocal(in execution.NodeInput) (execution.NodeResult, error) {
+	b.t.Helper()
+	// The test environment runs local activities only by function value;
+	// by name they run as regular activities, which is the same code.
+	v, err := b.env.ExecuteActivity(execution.ActivityRunLocalNode, in)
+	var res execution.NodeResult
+	if err == nil {
+		err = v.Get(&res)
+	}
+	return res, err
+}
+
+// value returns a result's JSON, loading a claim-checked one.
+func (b *bundle) value(v execution.Value) string {
+	b.t.Helper()
+	if v.Ref == nil {
+		return string(v.Inline)
+	}
+	raw, err := b.st.GetValue(context.Background(), tenant, "run-1", *v.Ref)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// wantAppErr asserts err is an application error of type typ with the given retryability.
+func wantAppErr(t *testing.T, err error, typ string, nonRetryable bool) *temporal.ApplicationError {
+	t.Helper()
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) {
+		t.Fatalf("err = %v, want application error %s", err, typ)
+	}
+	if ae.Type() != typ || ae.NonRetryable() != nonRetryable {
+		t.Fatalf("err type %s nonRetryable=%v (%v), want %s nonRetryable=%v", ae.Type(), ae.NonRetryable(), err, typ, nonRetryable)
+	}
+	return ae
+}
+
+const localDoc = `{"schemaVersion":1,
+ "schemas":{"Item":{"type":"object","required":["id"],"properties":{"id":{"type":"string"},"n":{"type":"number"}}}},
+ "nodes":[
+  {"id":"in","kind":"input","outputs":{"out":"any"}},
+  {"id":"g","kind":"gate","inputs":{"in":"any"},"outputs":{"pass":"any","fail":"any"},"language":"cel/v1","expression":"input.n > 3"},
+  {"id":"v","kind":"validator","inputs":{"in":"any"},"outputs":{"pass":"any","fail":"any"},"schema":"Item"},
+  {"id":"m","kind":"merge","inputs":{"left":"any","right":"any"},"outputs":{"out":"any"}},
+  {"id":"out","kind":"output","inputs":{"in":"any"}}],
+ "edges":[{"from":"in.out","to":"g.in"},{"from":"g.pass","to":"v.in"},{"from":"v.pass","to":"m.left"},
+  {"from":"g.fail","to":"m.right"},{"from":"m.out","to":"out.in"}]}`
+
+func TestGatePassAndFail(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, localDoc)
+	res, err := b.runLocal(b.input("g", graph.KindGate, map[string]string{"in": `{"id":"a","n":5}`}))
+	if err != nil || res.Port != "pass" || b.value(res.Value) != `{"id":"a","n":5}` {
+		t.Fatalf("pass: %+v %v", res, err)
+	}
+	res, err = b.runLocal(b.input("g", graph.KindGate, map[string]string{"in": `{"id":"a","n":1}`}))
+	if err != nil || res.Port != "fail" || b.value(res.Value) != `{"id":"a","n":1}` {
+		t.Fatalf("fail: %+v %v", res, err)
+	}
+	// A missing field is an evaluation error: permanent, never retried.
+	_, err = b.runLocal(b.input("g", graph.KindGate, map[string]string{"in": `{"id":"a"}`}))
+	wantAppErr(t, err, execution.ErrExpressionFailed, true)
+}
+
+func TestValidatorPassAndFail(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, localDoc)
+	res, err := b.runLocal(b.input("v", graph.KindValidator, map[string]string{"in": `{"id":"a"}`}))
+	if err != nil || res.Port != "pass" || b.value(res.Value) != `{"id":"a"}` {
+		t.Fatalf("pass: %+v %v", res, err)
+	}
+	res, err = b.runLocal(b.input("v", graph.KindValidator, map[string]string{"in": `{"n":"x"}`}))
+	if err != nil || res.Port != "fail" {
+		t.Fatalf("fail: %+v %v", res, err)
+	}
+	var failed struct {
+		Value  map[string]any
+		Errors []activities.SchemaError
+	}
+	if err := json.Unmarshal([]byte(b.value(res.Value)), &failed); err != nil {
+		t.Fatal(err)
+	}
+	if failed.Value["n"] != "x" || len(failed.Errors) != 2 {
+		t.Fatalf("fail value: %+v", failed)
+	}
+	paths := failed.Errors[0].Path + " " + failed.Errors[1].Path
+	if !strings.Contains(paths, "/n") || !strings.Contains(failed.Errors[0].Message+failed.Errors[1].Message, "id") {
+		t.Fatalf("errors: %+v", failed.Errors)
+	}
+}
+
+func TestMergeWithDeadInput(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, localDoc)
+	res, err := b.runLocal(b.input("m", graph.KindMerge, map[string]string{"left": `{"id":"a"}`}))
+	if err != nil || res.Port != "out" || b.value(res.Value) != `{"left":{"id":"a"}}` {
+		t.Fatalf("merge: %+v %v", res, err)
+	}
+	res, err = b.runLocal(b.input("m", graph.KindMerge, map[string]string{"left": `1`, "right": `[2]`}))
+	if err != nil || b.value(res.Value) != `{"left":1,"right":[2]}` {
+		t.Fatalf("merge both: %+v %v", res, err)
+	}
+	// A claim-checked input is loaded; a large result is claim-checked.
+	big, _ := json.Marshal(strings.Repeat("x", activities.InlineValueLimit))
+	ref, err := b.st.PutValue(context.Background(), tenant, "run-1", "v", "pass", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := b.input("m", graph.KindMerge, map[string]string{"right": `2`})
+	in.Inputs["left"] = execution.Value{Ref: &ref}
+	res, err = b.runLocal(in)
+	if err != nil || res.Value.Ref == nil {
+		t.Fatalf("merge of a reference: %+v %v", res, err)
+	}
+	var merged map[string]any
+	if err := json.Unmarshal([]byte(b.value(res.Value)), &merged); err != nil || merged["right"] != 2.0 ||
+		len(merged["left"].(string)) != activities.InlineValueLimit {
+		t.Fatalf("merged %v", err)
+	}
+}
+
+func TestLocalNodeRefusesUnknownNode(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, localDoc)
+	_, err := b.runLocal(b.input("nope", graph.KindGate, nil))
+	wantAppErr(t, err, execution.ErrNodeNotFound, true)
+	_, err = b.runLocal(b.input("g", graph.KindMerge, nil))
+	wantAppErr(t, err, execution.ErrNodeNotFound, true)
+}
+
+func TestLoadPlan(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, localDoc)
+	v, err := b.env.ExecuteActivity(execution.ActivityLoadPlan, execution.LoadPlanInput{TenantID: tenant, Checksum: b.checksum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p graph.Plan
+	if err := v.Get(&p); err != nil || p.Checksum != b.checksum || len(p.Nodes) != 5 {
+		t.Fatalf("plan %+v %v", p, err)
+	}
+	_, err = b.env.ExecuteActivity(execution.ActivityLoadPlan, execution.LoadPlanInput{TenantID: "other", Checksum: b.checksum})
+	wantAppErr(t, err, execution.ErrPlanNotFound, true)
+}
+
+func TestAppendEventsActivity(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, localDoc)
+	ctx := context.Background()
+	run, _, err := b.st.CreateRun(ctx, store.Run{RunID: "run-1", TenantID: tenant, WorkflowKey: "wf", Checksum: b.checksum,
+		Mode: "live", Input: json.RawMessage(`{}`), InputHash: "h", WorkflowID: "weft-x"}, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := execution.AppendEventsInput{TenantID: tenant, RunID: run.RunID,
+		Events: []execution.EventDraft{{Key: "run-1/run.started/0", Type: execution.EventRunStarted, At: time.Now()}},
+		Run:    &execution.RunUpdate{Status: execution.StatusRunning}}
+	for range 2 {
+		if _, err := b.env.ExecuteActivity(execution.ActivityAppendEvents, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, _ := b.st.ListEvents(ctx, tenant, run.RunID, 0, 10)
+	got, _ := b.st.GetRun(ctx, tenant, run.RunID)
+	if len(ev) != 1 || got.Status != execution.StatusRunning {
+		t.Fatalf("%d events, status %s", len(ev), got.Status)
+	}
+	in.Events[0].Type = "Not A Type"
+	in.Events[0].Key = "other"
+	_, err = b.env.ExecuteActivity(execution.ActivityAppendEvents, in)
+	wantAppErr(t, err, execution.ErrAppendRefused, true)
+	in.RunID = "missing"
+	in.Events[0].Type = "run.started"
+	_, err = b.env.ExecuteActivity(execution.ActivityAppendEvents, in)
+	wantAppErr(t, err, execution.ErrAppendRefused, true)
+}

@@ -1,0 +1,255 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/variables"
+)
+
+// NodeActivities runs agent, agent-decision and action nodes as regular
+// activities (leases, heartbeats, cancellation).
+type NodeActivities struct {
+	revisions *revisionCache
+	values    valueCodec
+	actions   *catalog.Registry
+	variables *variables.Registry
+	logger    *slog.Logger
+}
+
+// RunNode (execution.ActivityRunNode) runs one attempt of an action node:
+//
+//  1. the pinned contract must have risk read or workspace-write and be
+//     registered on this worker with the same content hash
+//     (ACTION_UNAVAILABLE otherwise);
+//  2. the run's permission snapshot must hold every permission the node
+//     needs (PERMISSION_DENIED listing the missing ones);
+//  3. the call input is built from the mapping (MAPPING_UNRESOLVED) and
+//     validated against the contract's inputSchema (SCHEMA_VIOLATION);
+//  4. the handler runs with a deadline of the node timeout, heartbeating
+//     meanwhile so Temporal can deliver cancellation;
+//  5. the output is validated against the outputSchema (INVALID_OUTPUT) and
+//     returned on port out, inline or claim-checked.
+//
+// All of those refusals are non-retryable; handler errors are retryable
+// unless the handler says otherwise. Agent nodes and simulation mode are
+// refused (AGENT_UNAVAILABLE, SIMULATION_UNSUPPORTED) until they land.
+func (a *NodeActivities) RunNode(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
+	if in.Mode == execution.ModeSimulation {
+		return execution.NodeResult{}, permanent(execution.ErrSimulationUnsupported, nil,
+			"node %q: simulated agent and action nodes are not supported yet", in.NodeID)
+	}
+	rev, n, err := a.revisions.node(ctx, in)
+	if err != nil {
+		return execution.NodeResult{}, err
+	}
+	switch n.Kind {
+	case graph.KindAction:
+		return a.action(ctx, in, rev, n)
+	case graph.KindAgent, graph.KindAgentDecision:
+		return execution.NodeResult{}, permanent(execution.ErrAgentUnavailable, nil,
+			"node %q: agent nodes cannot run yet; this worker has no agent runtime", n.ID)
+	}
+	return execution.NodeResult{}, permanent(execution.ErrNodeNotFound, nil,
+		"node %q is a %s, which does not run as an activity", n.ID, n.Kind)
+}
+
+func (a *NodeActivities) action(ctx context.Context, in execution.NodeInput, rev *revision, n graph.Node) (execution.NodeResult, error) {
+	if n.Action == nil {
+		return execution.NodeResult{}, permanent(execution.ErrActionUnavailable, nil, "node %q names no action", n.ID)
+	}
+	ref := *n.Action
+	pinned, ok := rev.actions[ref]
+	if !ok {
+		return execution.NodeResult{}, permanent(execution.ErrActionUnavailable, nil, "node %q: action %s is not pinned in revision %s", n.ID, ref, in.Checksum)
+	}
+	if pinned.Risk != graph.RiskRead && pinned.Risk != graph.RiskWorkspaceWrite {
+		// Publication refuses these; a revision that holds one anyway is
+		// never executed (live runs call read and workspace-write only).
+		return execution.NodeResult{}, permanent(execution.ErrActionUnavailable, nil,
+			"node %q: action %s has risk %q, which runs never execute", n.ID, ref, pinned.Risk)
+	}
+	act, ok := a.actions.Lookup(ref.ID, ref.Version)
+	if !ok {
+		return execution.NodeResult{}, permanent(execution.ErrActionUnavailable, nil, "node %q: action %s is not registered on this worker", n.ID, ref)
+	}
+	if h := catalog.ContractHash(act.Contract); h != pinned.Hash {
+		return execution.NodeResult{}, permanent(execution.ErrActionUnavailable, nil,
+			"node %q: this worker's %s contract (hash %s) differs from the pinned one (hash %s)", n.ID, ref, h, pinned.Hash)
+	}
+
+	need := append(append([]string{}, rev.compiled.NodePermissions[n.ID]...), pinned.RequiredPermissions...)
+	if missing := auth.Missing(in.Permissions, need); len(missing) > 0 {
+		return execution.NodeResult{}, permanentWithDetails(execution.ErrPermissionDenied, map[string]any{"missing": missing},
+			"node %q needs permissions the run does not hold: %v", n.ID, missing)
+	}
+
+	m := &mapper{ctx: ctx, in: in, node: n, values: a.values, variables: a.variables}
+	input, err := m.callInput()
+	if err != nil {
+		return execution.NodeResult{}, err
+	}
+	inSchema, outSchema, err := rev.actionSchemas(pinned)
+	if err != nil {
+		return execution.NodeResult{}, err
+	}
+	if errs, err := validate(inSchema, input); err != nil || errs != nil {
+		return execution.NodeResult{}, permanentWithDetails(execution.ErrSchemaViolation, map[string]any{"errors": errs},
+			"node %q: call input does not match %s inputSchema: %s", n.ID, ref, summarizeOr(errs, err))
+	}
+
+	output, err := a.call(ctx, in, n, act, input)
+	if err != nil {
+		return execution.NodeResult{}, err
+	}
+	if errs, err := validate(outSchema, output); err != nil || errs != nil {
+		return execution.NodeResult{}, permanentWithDetails(execution.ErrInvalidOutput, map[string]any{"errors": errs},
+			"node %q: %s returned output that does not match its outputSchema: %s", n.ID, ref, summarizeOr(errs, err))
+	}
+	v, err := a.values.result(ctx, in, PortOut, output)
+	if err != nil {
+		return execution.NodeResult{}, err
+	}
+	return execution.NodeResult{Port: PortOut, Value: v}, nil
+}
+
+func summarizeOr(errs []SchemaError, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return summarize(errs)
+}
+
+// nodeTimeout is the node's timeout as the plan normalises it.
+func nodeTimeout(n graph.Node) time.Duration {
+	ms := n.TimeoutMs
+	if ms <= 0 {
+		ms = graph.DefaultTimeoutMs(n.Kind)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// call runs the handler under the node timeout while heartbeating, and
+// classifies its error.
+func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n graph.Node, act catalog.Action, input json.RawMessage) (out json.RawMessage, err error) {
+	timeout := nodeTimeout(n)
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hb := startHeartbeats(ctx)
+	defer hb.stop()
+
+	defer func() {
+		if p := recover(); p != nil {
+			a.logger.Error("action handler panicked", "node", n.ID, "action", n.Action.String(), "panic", p)
+			out, err = nil, permanent(execution.ErrActionFailed, nil, "node %q: action %s panicked", n.ID, n.Action)
+		}
+	}()
+	out, err = act.Handler(hctx, catalog.Call{
+		TenantID:       in.TenantID,
+		RunID:          in.RunID,
+		NodeID:         in.NodeID,
+		Attempt:        in.Attempt,
+		IdempotencyKey: catalog.IdempotencyKey(in.TenantID, in.RunID, in.NodeID),
+		Input:          input,
+		Permissions:    in.Permissions,
+		Heartbeat:      hb.beat,
+	})
+	var appErr *temporal.ApplicationError
+	switch {
+	case err == nil:
+		if !json.Valid(out) {
+			return nil, permanent(execution.ErrInvalidOutput, nil, "node %q: %s returned invalid JSON", n.ID, n.Action)
+		}
+		return out, nil
+	case cancelled(ctx):
+		return nil, ctx.Err() // Temporal cancelled or timed out the attempt
+	case errors.As(err, &appErr):
+		return nil, err
+	case hctx.Err() != nil:
+		return nil, temporal.NewApplicationErrorWithCause(
+			fmt.Sprintf("node %q: %s did not finish within %v", n.ID, n.Action, timeout), execution.ErrActionTimeout, err)
+	}
+	return nil, temporal.NewApplicationErrorWithCause(fmt.Sprintf("node %q: %s: %v", n.ID, n.Action, err), execution.ErrActionFailed, err)
+}
+
+// heartbeats keeps an activity's lease alive while a handler runs and
+// forwards the handler's own heartbeats. Temporal only delivers a
+// cancellation in a heartbeat response, so a handler that never heartbeats
+// would otherwise be uncancellable. The SDK throttles what reaches the server.
+type heartbeats struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	last []any // the handler's latest details, repeated so ticks never erase them
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startHeartbeats(ctx context.Context) *heartbeats {
+	h := &heartbeats{ctx: ctx, done: make(chan struct{})}
+	if !activity.IsActivity(ctx) {
+		return h
+	}
+	interval := heartbeatInterval(activity.GetInfo(ctx).HeartbeatTimeout)
+	h.beat()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				h.mu.Lock()
+				last := h.last
+				h.mu.Unlock()
+				activity.RecordHeartbeat(ctx, last...)
+			}
+		}
+	}()
+	return h
+}
+
+// beat records a heartbeat with the handler's details.
+func (h *heartbeats) beat(details ...any) {
+	if !activity.IsActivity(h.ctx) {
+		return
+	}
+	h.mu.Lock()
+	if len(details) > 0 {
+		h.last = details
+	}
+	last := h.last
+	h.mu.Unlock()
+	activity.RecordHeartbeat(h.ctx, last...)
+}
+
+func (h *heartbeats) stop() {
+	close(h.done)
+	h.wg.Wait()
+}
+
+// heartbeatInterval beats three times per heartbeat timeout, at most every
+// 5 s (and every 5 s when there is no heartbeat timeout).
+func heartbeatInterval(timeout time.Duration) time.Duration {
+	const maxInterval = 5 * time.Second
+	if timeout <= 0 {
+		return maxInterval
+	}
+	return max(min(timeout/3, maxInterval), 50*time.Millisecond)
+}

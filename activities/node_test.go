@@ -1,0 +1,272 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/weftworks/weft/activities"
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+)
+
+const actionDoc = `{"schemaVersion":1,"nodes":[
+ {"id":"in","kind":"input","outputs":{"out":"any"}},
+ {"id":"echo","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.echo","version":1}},
+ {"id":"mapped","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.echo","version":1},
+  "mapping":{"lit":{"literal":{"x":[1,2]}},"nil":{"literal":null},"ptr":{"pointer":"/in/items/1/name"},"whole":{"pointer":"/in"},
+   "esc":{"pointer":"/in/a~1b"},
+   "tpl":{"template":"Item {{ item.id }} by {{ context.user.displayName }} <{{ context.user.email }}> on {{ context.today }} in {{ run.id }}/{{ workflow.key }} for {{ context.tenantName }}; items={{ items }} \\{{ literal }}",
+          "bindings":{"item.id":"/in/id","items":"/in/items"}}}},
+ {"id":"missing","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.echo","version":1},
+  "mapping":{"x":{"pointer":"/in/items/7"}}},
+ {"id":"missingtpl","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.echo","version":1},
+  "mapping":{"x":{"template":"{{ a.b }}","bindings":{"a.b":"/in/nope"}}}},
+ {"id":"save","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"workspace.notes.write","version":1},
+  "mapping":{"title":{"template":"Item {{ item.id }}","bindings":{"item.id":"/in/id"}},"body":{"pointer":"/in"}}},
+ {"id":"flaky","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.fail","version":1}},
+ {"id":"nap","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.sleep","version":1},"timeoutMs":300},
+ {"id":"bad","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"test.bad","version":1}},
+ {"id":"out","kind":"output","inputs":{"in":"any"}}],
+ "edges":[{"from":"in.out","to":"echo.in"},{"from":"in.out","to":"mapped.in"},{"from":"in.out","to":"missing.in"},
+  {"from":"in.out","to":"missingtpl.in"},{"from":"in.out","to":"save.in"},{"from":"in.out","to":"flaky.in"},
+  {"from":"in.out","to":"nap.in"},{"from":"in.out","to":"bad.in"},{"from":"echo.out","to":"out.in"}]}`
+
+// badAction returns output its own contract refuses.
+var badAction = catalog.Action{
+	Contract: graph.ActionContract{ID: "test.bad", Version: 1, Risk: graph.RiskRead,
+		InputSchema: json.RawMessage(`{}`), OutputSchema: json.RawMessage(`{"type":"object","required":["ok"]}`),
+		RequiredPermissions: []string{}, TimeoutMs: 1000, Idempotency: catalog.IdempotencyNone},
+	Handler: func(context.Context, catalog.Call) (json.RawMessage, error) {
+		return json.RawMessage(`{"nope":1}`), nil
+	},
+}
+
+const item = `{"id":"a","items":[{"name":"x"},{"name":"y"}],"a/b":"slash"}`
+
+func TestActionHappyPath(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	res, err := b.runNode(b.input("echo", graph.KindAction, map[string]string{"in": item}))
+	if err != nil || res.Port != "out" || res.Value.Ref != nil || b.value(res.Value) != item {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+func TestActionLargeOutputIsClaimChecked(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", activities.InlineValueLimit)})
+	res, err := b.runNode(b.input("echo", graph.KindAction, map[string]string{"in": string(big)}))
+	if err != nil || res.Value.Ref == nil || res.Value.Inline != nil {
+		t.Fatalf("%+v %v", res, err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(b.value(res.Value)), &got); err != nil || len(got["text"]) != activities.InlineValueLimit {
+		t.Fatalf("stored value: %v", err)
+	}
+}
+
+func TestMappingPointerLiteralTemplate(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	res, err := b.runNode(b.input("mapped", graph.KindAction, map[string]string{"in": item}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(b.value(res.Value)), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"lit":   `{"x":[1,2]}`,
+		"nil":   `null`,
+		"ptr":   `"y"`,
+		"whole": item,
+		"esc":   `"slash"`,
+	}
+	for k, w := range want {
+		var a, b any
+		_ = json.Unmarshal(got[k], &a)
+		_ = json.Unmarshal([]byte(w), &b)
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if string(ja) != string(jb) {
+			t.Errorf("%s = %s, want %s", k, got[k], w)
+		}
+	}
+	var tpl string
+	_ = json.Unmarshal(got["tpl"], &tpl)
+	wantTpl := `Item a by Ada Lovelace <ada@example.com> on 2026-12-01 in run-1/wf for Acme; items=[{"name":"x"},{"name":"y"}] {{ literal }}`
+	if tpl != wantTpl {
+		t.Errorf("tpl = %q\nwant  %q", tpl, wantTpl)
+	}
+}
+
+func TestMappingUnresolvedIsPermanent(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	_, err := b.runNode(b.input("missing", graph.KindAction, map[string]string{"in": item}))
+	ae := wantAppErr(t, err, execution.ErrMappingUnresolved, true)
+	if !strings.Contains(ae.Error(), "/in/items/7") {
+		t.Fatalf("message does not name the pointer: %v", ae)
+	}
+	_, err = b.runNode(b.input("missingtpl", graph.KindAction, map[string]string{"in": item}))
+	wantAppErr(t, err, execution.ErrMappingUnresolved, true)
+	// No value at all on the input port.
+	_, err = b.runNode(b.input("echo", graph.KindAction, nil))
+	wantAppErr(t, err, execution.ErrMappingUnresolved, true)
+}
+
+func TestPermissionRecheckDenied(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	in := b.input("save", graph.KindAction, map[string]string{"in": item})
+	in.Permissions = []string{"runs.read"}
+	_, err := b.runNode(in)
+	ae := wantAppErr(t, err, execution.ErrPermissionDenied, true)
+	var details map[string][]string
+	if err := ae.Details(&details); err != nil || len(details["missing"]) != 1 || details["missing"][0] != "notes.write" {
+		t.Fatalf("details %v %v", details, err)
+	}
+	notes, _ := b.st.ListNotes(context.Background(), tenant, 10, nil)
+	if len(notes) != 0 {
+		t.Fatal("a denied node wrote a note")
+	}
+}
+
+func TestCoreFailRetrySemanticsByAttempt(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	in := b.input("flaky", graph.KindAction, map[string]string{"in": `{"untilAttempt":3,"value":"done"}`})
+	for attempt := 1; attempt <= 3; attempt++ {
+		in.Attempt = attempt
+		res, err := b.runNode(in)
+		if attempt < 3 {
+			wantAppErr(t, err, execution.ErrActionFailed, false)
+			continue
+		}
+		if err != nil || b.value(res.Value) != `"done"` {
+			t.Fatalf("attempt 3: %+v %v", res, err)
+		}
+	}
+}
+
+func TestSchemaViolationAndInvalidOutput(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	_, err := b.runNode(b.input("flaky", graph.KindAction, map[string]string{"in": `{"untilAttempt":"x"}`}))
+	wantAppErr(t, err, execution.ErrSchemaViolation, true)
+	_, err = b.runNode(b.input("bad", graph.KindAction, map[string]string{"in": `{}`}))
+	wantAppErr(t, err, execution.ErrInvalidOutput, true)
+}
+
+func TestNodeTimeoutIsRetryableAndPrompt(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	var beats int
+	b.env.SetOnActivityHeartbeatListener(func(_ *activity.Info, _ converter.EncodedValues) { beats++ })
+	start := time.Now()
+	_, err := b.runNode(b.input("nap", graph.KindAction, map[string]string{"in": `{"ms":5000}`}))
+	wantAppErr(t, err, execution.ErrActionTimeout, false)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %v with a 300 ms node timeout", d)
+	}
+	if beats == 0 {
+		t.Fatal("no heartbeat while the handler ran")
+	}
+	res, err := b.runNode(b.input("nap", graph.KindAction, map[string]string{"in": `{"ms":10}`}))
+	if err != nil || b.value(res.Value) != `{"sleptMs":10}` {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+func TestNotesWriteExactlyOnceAcrossAttempts(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	ctx := context.Background()
+	in := b.input("save", graph.KindAction, map[string]string{"in": item})
+	var first string
+	for attempt := 1; attempt <= 3; attempt++ {
+		in.Attempt = attempt
+		res, err := b.runNode(in)
+		if err != nil {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+		var out struct{ NoteID string }
+		_ = json.Unmarshal([]byte(b.value(res.Value)), &out)
+		if first == "" {
+			first = out.NoteID
+		}
+		if out.NoteID == "" || out.NoteID != first {
+			t.Fatalf("attempt %d: note %q, first %q", attempt, out.NoteID, first)
+		}
+	}
+	notes, err := b.st.ListNotes(ctx, tenant, 10, nil)
+	if err != nil || len(notes) != 1 {
+		t.Fatalf("%d notes, %v", len(notes), err)
+	}
+	if n := notes[0]; n.Title != "Item a" || n.RunID != "run-1" || n.NodeID != "save" {
+		t.Fatalf("note %+v", n)
+	}
+	// The same (tenant, run, node) with another input fails closed.
+	in.Inputs["in"] = execution.Value{Inline: json.RawMessage(`{"id":"b"}`)}
+	_, err = b.runNode(in)
+	wantAppErr(t, err, execution.ErrIdempotencyConflict, true)
+	if notes, _ := b.st.ListNotes(ctx, tenant, 10, nil); len(notes) != 1 {
+		t.Fatalf("%d notes after the conflict", len(notes))
+	}
+}
+
+func TestSimulationAndAgentsAreRefused(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction))
+	in := b.input("echo", graph.KindAction, map[string]string{"in": item})
+	in.Mode = execution.ModeSimulation
+	_, err := b.runNode(in)
+	wantAppErr(t, err, execution.ErrSimulationUnsupported, true)
+
+	agentDoc := `{"schemaVersion":1,"nodes":[
+	 {"id":"in","kind":"input","outputs":{"out":"any"}},
+	 {"id":"bot","kind":"agent","inputs":{"in":"any"},"outputs":{"out":"any"},"agent":{"key":"bot","revision":1}},
+	 {"id":"out","kind":"output","inputs":{"in":"any"}}],
+	 "edges":[{"from":"in.out","to":"bot.in"},{"from":"bot.out","to":"out.in"}]}`
+	ab := newBundle(t, agentDoc, withAgent(graph.AgentContract{Key: "bot", Revision: 1, Hash: "h",
+		OutputSchema: json.RawMessage(`{}`), RequiredPermissions: []string{}}))
+	_, err = ab.runNode(ab.input("bot", graph.KindAgent, map[string]string{"in": item}))
+	wantAppErr(t, err, execution.ErrAgentUnavailable, true)
+}
+
+func TestActionContractMismatchIsRefused(t *testing.T) {
+	t.Parallel()
+	changed := catalog.EchoV1
+	changed.Description = "a different contract under the same id@version"
+	b := newBundle(t, actionDoc, withActions(badAction), withRegistry(catalog.Action{Contract: changed,
+		Handler: func(_ context.Context, c catalog.Call) (json.RawMessage, error) { return c.Input, nil }}))
+	_, err := b.runNode(b.input("echo", graph.KindAction, map[string]string{"in": item}))
+	wantAppErr(t, err, execution.ErrActionUnavailable, true)
+	_, err = b.runNode(b.input("flaky", graph.KindAction, map[string]string{"in": `{"untilAttempt":1}`}))
+	wantAppErr(t, err, execution.ErrActionUnavailable, true) // not registered at all
+}
+
+func TestExternalRiskIsNeverExecuted(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, actionDoc, withActions(badAction), withEdit(func(c *graph.Compiled) {
+		for i := range c.Actions {
+			if c.Actions[i].ID == "core.echo" {
+				c.Actions[i].Risk = graph.RiskExternal
+			}
+		}
+	}))
+	_, err := b.runNode(b.input("echo", graph.KindAction, map[string]string{"in": item}))
+	ae := wantAppErr(t, err, execution.ErrActionUnavailable, true)
+	if !strings.Contains(ae.Error(), "external") {
+		t.Fatalf("message: %v", ae)
+	}
+}

@@ -1,0 +1,188 @@
+package activities
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+)
+
+// DefaultRevisionCacheSize is how many compiled revisions a worker keeps in
+// memory by default. A revision is a few hundred KiB at most (1 MiB document
+// limit), so this bounds the cache well below typical worker memory.
+const DefaultRevisionCacheSize = 256
+
+// compiledSource reads compiled revisions (store.Store).
+type compiledSource interface {
+	GetCompiled(ctx context.Context, tenantID, checksum string) (*graph.Compiled, error)
+}
+
+type revisionKey struct{ tenantID, checksum string }
+
+// revisionCache is an LRU of compiled revisions by (tenant, checksum). The
+// content behind a checksum never changes, so entries never go stale; the
+// bound only limits memory.
+type revisionCache struct {
+	src compiledSource
+	max int
+
+	mu      sync.Mutex
+	lru     *list.List // of *revision, most recent first
+	entries map[revisionKey]*list.Element
+}
+
+func newRevisionCache(src compiledSource, size int) *revisionCache {
+	if size <= 0 {
+		size = DefaultRevisionCacheSize
+	}
+	return &revisionCache{src: src, max: size, lru: list.New(), entries: map[revisionKey]*list.Element{}}
+}
+
+// get returns the revision, loading it on a miss. Concurrent misses of one
+// key may load twice; the content is identical, so the last one simply wins.
+func (c *revisionCache) get(ctx context.Context, tenantID, checksum string) (*revision, error) {
+	key := revisionKey{tenantID, checksum}
+	c.mu.Lock()
+	if el, ok := c.entries[key]; ok {
+		c.lru.MoveToFront(el)
+		c.mu.Unlock()
+		return el.Value.(*revision), nil
+	}
+	c.mu.Unlock()
+
+	compiled, err := c.src.GetCompiled(ctx, tenantID, checksum)
+	if err != nil {
+		return nil, storeError(execution.ErrPlanNotFound, err, "load compiled revision "+checksum)
+	}
+	rev := newRevision(key, compiled)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		c.lru.MoveToFront(el)
+		return el.Value.(*revision), nil
+	}
+	c.entries[key] = c.lru.PushFront(rev)
+	for c.lru.Len() > c.max {
+		old := c.lru.Remove(c.lru.Back()).(*revision)
+		delete(c.entries, old.key)
+	}
+	return rev, nil
+}
+
+// node returns the revision and the body of the node a NodeInput names,
+// refusing (permanently) a node that is not in the revision or whose kind
+// differs from what the interpreter believes.
+func (c *revisionCache) node(ctx context.Context, in execution.NodeInput) (*revision, graph.Node, error) {
+	rev, err := c.get(ctx, in.TenantID, in.Checksum)
+	if err != nil {
+		return nil, graph.Node{}, err
+	}
+	n, ok := rev.nodes[in.NodeID]
+	if !ok {
+		return nil, graph.Node{}, permanent(execution.ErrNodeNotFound, nil, "node %q is not in revision %s", in.NodeID, in.Checksum)
+	}
+	if in.Kind != "" && in.Kind != n.Kind {
+		return nil, graph.Node{}, permanent(execution.ErrNodeNotFound, nil,
+			"node %q of revision %s is a %s, not a %s", in.NodeID, in.Checksum, n.Kind, in.Kind)
+	}
+	return rev, n, nil
+}
+
+// revision is one compiled revision with what activities compile from it,
+// memoised per node (gates, validator schemas) or per pinned action
+// (input/output schemas): the same (checksum, node) always compiles to the
+// same program, so it is compiled once per worker.
+type revision struct {
+	key      revisionKey
+	compiled *graph.Compiled
+	nodes    map[string]graph.Node
+	actions  map[graph.ActionRef]graph.PinnedAction
+
+	mu      sync.Mutex
+	gates   map[string]*graph.Gate
+	schemas map[string]*jsonschema.Schema
+}
+
+func newRevision(key revisionKey, c *graph.Compiled) *revision {
+	r := &revision{
+		key: key, compiled: c,
+		nodes:   make(map[string]graph.Node, len(c.Document.Nodes)),
+		actions: make(map[graph.ActionRef]graph.PinnedAction, len(c.Actions)),
+		gates:   map[string]*graph.Gate{},
+		schemas: map[string]*jsonschema.Schema{},
+	}
+	for _, n := range c.Document.Nodes {
+		r.nodes[n.ID] = n
+	}
+	for _, a := range c.Actions {
+		r.actions[graph.ActionRef{ID: a.ID, Version: a.Version}] = a
+	}
+	return r
+}
+
+// gate returns the node's compiled cel/v1 program.
+func (r *revision) gate(n graph.Node) (*graph.Gate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g, ok := r.gates[n.ID]; ok {
+		return g, nil
+	}
+	if n.Language != graph.LanguageCELv1 {
+		return nil, permanent(execution.ErrExpressionFailed, nil, "gate %q uses language %q; only %s runs", n.ID, n.Language, graph.LanguageCELv1)
+	}
+	g, err := graph.CompileGate(n.Expression)
+	if err != nil {
+		return nil, permanent(execution.ErrExpressionFailed, err, "gate %q does not compile: %v", n.ID, err)
+	}
+	r.gates[n.ID] = g
+	return g, nil
+}
+
+// schema compiles raw once under key.
+func (r *revision) schema(key string, raw func() (json.RawMessage, error)) (*jsonschema.Schema, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.schemas[key]; ok {
+		return s, nil
+	}
+	doc, err := raw()
+	if err != nil {
+		return nil, err
+	}
+	s, err := graph.CompileSchema(doc)
+	if err != nil {
+		return nil, err
+	}
+	r.schemas[key] = s
+	return s, nil
+}
+
+// validatorSchema returns a validator node's pinned schema, compiled.
+func (r *revision) validatorSchema(n graph.Node) (*jsonschema.Schema, error) {
+	s, err := r.schema("node:"+n.ID, func() (json.RawMessage, error) {
+		return r.compiled.Document.ValidatorSchema(n)
+	})
+	if err != nil {
+		return nil, permanent(execution.ErrSchemaViolation, err, "validator %q schema: %v", n.ID, err)
+	}
+	return s, nil
+}
+
+// actionSchemas returns the pinned contract's compiled input and output schemas.
+func (r *revision) actionSchemas(a graph.PinnedAction) (in, out *jsonschema.Schema, err error) {
+	ref := graph.ActionRef{ID: a.ID, Version: a.Version}.String()
+	in, err = r.schema("in:"+ref, func() (json.RawMessage, error) { return a.InputSchema, nil })
+	if err == nil {
+		out, err = r.schema("out:"+ref, func() (json.RawMessage, error) { return a.OutputSchema, nil })
+	}
+	if err != nil {
+		return nil, nil, permanent(execution.ErrActionUnavailable, err, "action %s schemas: %v", ref, err)
+	}
+	return in, out, nil
+}

@@ -1,0 +1,172 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+)
+
+// Value size limits (SPEC §5: claim check, no payload near Temporal's 2 MB).
+const (
+	// InlineValueLimit is the largest value passed inline through Temporal;
+	// larger ones are stored in run_values and passed by reference.
+	InlineValueLimit = 32 << 10
+	// MaxValueBytes is the largest value a node may produce; beyond it the
+	// node fails with PAYLOAD_TOO_LARGE (non-retryable) naming the node.
+	MaxValueBytes = 4 << 20
+	// maxReportedSchemaErrors bounds the errors a validator's fail port carries.
+	maxReportedSchemaErrors = 50
+)
+
+// valueCodec turns execution.Values into JSON and back, claim-checking
+// large ones.
+type valueCodec struct {
+	store valueStore
+}
+
+// load returns the JSON a Value stands for.
+func (c valueCodec) load(ctx context.Context, in execution.NodeInput, v execution.Value) (json.RawMessage, error) {
+	if v.Ref != nil {
+		raw, err := c.store.GetValue(ctx, in.TenantID, in.RunID, *v.Ref)
+		if err != nil {
+			return nil, storeError(execution.ErrMappingUnresolved, err,
+				fmt.Sprintf("load value %s.%s", v.Ref.NodeID, v.Ref.Port))
+		}
+		return raw, nil
+	}
+	if len(v.Inline) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	return v.Inline, nil
+}
+
+// port returns the value of one input port of the node.
+func (c valueCodec) port(ctx context.Context, in execution.NodeInput, port string) (json.RawMessage, error) {
+	v, ok := in.Inputs[port]
+	if !ok {
+		return nil, permanent(execution.ErrMappingUnresolved, nil, "node %q: input port %q has no value", in.NodeID, port)
+	}
+	return c.load(ctx, in, v)
+}
+
+// result wraps a node's output: inline up to InlineValueLimit, stored and
+// referenced up to MaxValueBytes, refused beyond.
+func (c valueCodec) result(ctx context.Context, in execution.NodeInput, port string, raw json.RawMessage) (execution.Value, error) {
+	switch {
+	case len(raw) > MaxValueBytes:
+		return execution.Value{}, permanent(execution.ErrPayloadTooLarge, nil,
+			"node %q produced %d bytes on port %q; the limit is %d", in.NodeID, len(raw), port, MaxValueBytes)
+	case len(raw) > InlineValueLimit:
+		ref, err := c.store.PutValue(ctx, in.TenantID, in.RunID, in.NodeID, port, raw)
+		if err != nil {
+			return execution.Value{}, storeError(execution.ErrPayloadTooLarge, err, "store value of "+in.NodeID+"."+port)
+		}
+		return execution.Value{Ref: &ref}, nil
+	}
+	return execution.Value{Inline: raw}, nil
+}
+
+// decodeJSON decodes raw keeping numbers exact (json.Number), so values
+// pass through mappings without float rounding.
+func decodeJSON(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value")
+	}
+	return v, nil
+}
+
+// encodeJSON encodes v without HTML escaping (values are data, not markup).
+func encodeJSON(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// SchemaError is one validation error: where in the value, which schema
+// keyword, and why.
+type SchemaError struct {
+	Path    string `json:"path"`
+	Keyword string `json:"keyword"`
+	Message string `json:"message"`
+}
+
+var schemaPrinter = message.NewPrinter(language.English)
+
+// validate checks raw against s and returns the leaf validation errors
+// (nil when valid); an error only when raw is not JSON.
+func validate(s *jsonschema.Schema, raw json.RawMessage) ([]SchemaError, error) {
+	err := graph.ValidateValue(s, raw)
+	if err == nil {
+		return nil, nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil, err
+	}
+	out := []SchemaError{}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(out) >= maxReportedSchemaErrors {
+			return
+		}
+		if len(e.Causes) == 0 {
+			out = append(out, SchemaError{
+				Path:    pointer(e.InstanceLocation),
+				Keyword: pointer(e.ErrorKind.KeywordPath()),
+				Message: e.ErrorKind.LocalizedString(schemaPrinter),
+			})
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return out, nil
+}
+
+// pointer renders tokens as an RFC 6901 JSON pointer.
+func pointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
+	}
+	return b.String()
+}
+
+// summarize renders schema errors for an error message.
+func summarize(errs []SchemaError) string {
+	parts := make([]string, 0, min(len(errs), 5))
+	for i, e := range errs {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(errs)-5))
+			break
+		}
+		path := e.Path
+		if path == "" {
+			path = "/"
+		}
+		parts = append(parts, path+": "+e.Message)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,249 @@
+package catalog_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/internal/testinfra"
+)
+
+func builtinRegistry(t *testing.T, d catalog.BuiltinDeps) *catalog.Registry {
+	t.Helper()
+	r, err := catalog.NewRegistry(catalog.Builtins(d)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func call(t *testing.T, r *catalog.Registry, id string, c catalog.Call) (json.RawMessage, error) {
+	t.Helper()
+	a, ok := r.Lookup(id, 1)
+	if !ok {
+		t.Fatalf("%s@1 not registered", id)
+	}
+	return a.Handler(context.Background(), c)
+}
+
+func appErr(t *testing.T, err error) *temporal.ApplicationError {
+	t.Helper()
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) {
+		t.Fatalf("err = %v, want an application error", err)
+	}
+	return ae
+}
+
+func TestRegistry(t *testing.T) {
+	t.Parallel()
+	r := builtinRegistry(t, catalog.BuiltinDeps{})
+	got := r.Contracts()
+	if len(got) != 5 || got[0].ID != "core.echo" || got[4].ID != "workspace.notes.write" {
+		t.Fatalf("contracts %v", got)
+	}
+	if _, ok := r.Lookup("core.echo", 2); ok {
+		t.Fatal("core.echo@2 should not resolve")
+	}
+	dup := catalog.Action{Contract: catalog.EchoV1, Handler: func(context.Context, catalog.Call) (json.RawMessage, error) { return nil, nil }}
+	if _, err := catalog.NewRegistry(append(catalog.Builtins(catalog.BuiltinDeps{}), dup)...); err == nil {
+		t.Fatal("duplicate id@version accepted")
+	}
+	if _, err := catalog.NewRegistry(catalog.Action{Contract: catalog.EchoV1}); err == nil {
+		t.Fatal("missing handler accepted")
+	}
+	bad := catalog.EchoV1
+	bad.InputSchema = json.RawMessage(`{"type":7}`)
+	if _, err := catalog.NewRegistry(catalog.Action{Contract: bad, Handler: dup.Handler}); err == nil {
+		t.Fatal("uncompilable schema accepted")
+	}
+}
+
+func TestContractHashMatchesPublication(t *testing.T) {
+	t.Parallel()
+	doc, err := graph.Decode([]byte(`{"schemaVersion":1,"nodes":[
+		{"id":"in","kind":"input","outputs":{"out":"any"}},
+		{"id":"a","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.echo","version":1}},
+		{"id":"out","kind":"output","inputs":{"in":"any"}}],
+		"edges":[{"from":"in.out","to":"a.in"},{"from":"a.out","to":"out.in"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, issues := graph.Compile(doc, graph.NewStaticCatalog(catalog.BuiltinContracts(), nil))
+	if len(issues) > 0 {
+		t.Fatal(issues)
+	}
+	if c.Actions[0].Hash != catalog.ContractHash(catalog.EchoV1) {
+		t.Fatalf("pinned %s, catalog %s", c.Actions[0].Hash, catalog.ContractHash(catalog.EchoV1))
+	}
+	changed := catalog.EchoV1
+	changed.TimeoutMs++
+	if catalog.ContractHash(changed) == catalog.ContractHash(catalog.EchoV1) {
+		t.Fatal("hash ignores content")
+	}
+}
+
+func TestEcho(t *testing.T) {
+	t.Parallel()
+	r := builtinRegistry(t, catalog.BuiltinDeps{})
+	out, err := call(t, r, "core.echo", catalog.Call{Input: json.RawMessage(`{"a":[1,2]}`)})
+	if err != nil || string(out) != `{"a":[1,2]}` {
+		t.Fatalf("%s %v", out, err)
+	}
+}
+
+func TestFailUntilAttempt(t *testing.T) {
+	t.Parallel()
+	r := builtinRegistry(t, catalog.BuiltinDeps{})
+	in := json.RawMessage(`{"untilAttempt":3,"value":{"ok":true}}`)
+	for attempt := 1; attempt <= 4; attempt++ {
+		out, err := call(t, r, "core.fail", catalog.Call{Attempt: attempt, Input: in})
+		if attempt < 3 {
+			ae := appErr(t, err)
+			if ae.NonRetryable() || ae.Type() != execution.ErrActionFailed {
+				t.Fatalf("attempt %d: %v (nonRetryable=%v)", attempt, err, ae.NonRetryable())
+			}
+			continue
+		}
+		if err != nil || string(out) != `{"ok":true}` {
+			t.Fatalf("attempt %d: %s %v", attempt, out, err)
+		}
+	}
+}
+
+func TestSleepHeartbeatsAndReturns(t *testing.T) {
+	t.Parallel()
+	r := builtinRegistry(t, catalog.BuiltinDeps{})
+	var beats atomic.Int32
+	out, err := call(t, r, "core.sleep", catalog.Call{Input: json.RawMessage(`{"ms":30}`), Heartbeat: func(...any) { beats.Add(1) }})
+	if err != nil || string(out) != `{"sleptMs":30}` {
+		t.Fatalf("%s %v", out, err)
+	}
+	if beats.Load() < 1 {
+		t.Fatal("no heartbeat")
+	}
+}
+
+func TestSleepCancellationReturnsPromptly(t *testing.T) {
+	t.Parallel()
+	r := builtinRegistry(t, catalog.BuiltinDeps{})
+	a, _ := r.Lookup("core.sleep", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := a.Handler(ctx, catalog.Call{Input: json.RawMessage(`{"ms":60000}`)})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("returned after %v", d)
+	}
+}
+
+func TestNotesWriteOncePerKey(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	r := builtinRegistry(t, catalog.BuiltinDeps{Notes: st})
+	c := catalog.Call{TenantID: "t1", RunID: "r1", NodeID: "save", IdempotencyKey: "t1/r1/save",
+		Input: json.RawMessage(`{"title":"T","body":{"b":1,"a":2}}`)}
+	var first string
+	for attempt := 1; attempt <= 3; attempt++ {
+		c.Attempt = attempt
+		if attempt == 2 {
+			c.Input = json.RawMessage(`{ "body": {"a":2.0,"b":1}, "title": "T" }`) // same content, other spelling
+		}
+		out, err := call(t, r, "workspace.notes.write", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct{ NoteID string }
+		_ = json.Unmarshal(out, &res)
+		if first == "" {
+			first = res.NoteID
+		}
+		if res.NoteID != first {
+			t.Fatalf("attempt %d wrote another note %s", attempt, res.NoteID)
+		}
+	}
+	notes, err := st.ListNotes(context.Background(), "t1", 10, nil)
+	if err != nil || len(notes) != 1 {
+		t.Fatalf("%d notes, %v", len(notes), err)
+	}
+	c.Input = json.RawMessage(`{"title":"other","body":1}`)
+	_, err = call(t, r, "workspace.notes.write", c)
+	if ae := appErr(t, err); !ae.NonRetryable() || ae.Type() != execution.ErrIdempotencyConflict {
+		t.Fatalf("conflict: %v", err)
+	}
+	c.IdempotencyKey = ""
+	if _, err = call(t, r, "workspace.notes.write", c); !appErr(t, err).NonRetryable() {
+		t.Fatal("unkeyed write not refused")
+	}
+	// Without a store the action is unavailable, never a fake success.
+	none := builtinRegistry(t, catalog.BuiltinDeps{})
+	if _, err := call(t, none, "workspace.notes.write", c); appErr(t, err).Type() != execution.ErrActionUnavailable {
+		t.Fatalf("no store: %v", err)
+	}
+}
+
+func TestHTTPFetchBounded(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch req.URL.Path {
+		case "/big":
+			_, _ = w.Write([]byte(strings.Repeat("x", catalog.MaxFetchBytes+100)))
+		case "/slow":
+			select {
+			case <-req.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		case "/down":
+			w.WriteHeader(http.StatusBadGateway)
+		default:
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write([]byte("hello"))
+		}
+	}))
+	defer srv.Close()
+	r := builtinRegistry(t, catalog.BuiltinDeps{})
+	fetch := func(ctx context.Context, u string) (map[string]any, error) {
+		a, _ := r.Lookup("core.http.fetch", 1)
+		in, _ := json.Marshal(map[string]string{"url": u})
+		out, err := a.Handler(ctx, catalog.Call{Input: in})
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		return m, json.Unmarshal(out, &m)
+	}
+	m, err := fetch(context.Background(), srv.URL+"/hello")
+	if err != nil || m["body"] != "hello" || m["status"] != 200.0 || m["truncated"] != false {
+		t.Fatalf("%v %v", m, err)
+	}
+	m, err = fetch(context.Background(), srv.URL+"/big")
+	if err != nil || m["truncated"] != true || m["bytes"] != float64(catalog.MaxFetchBytes) {
+		t.Fatalf("big: truncated=%v bytes=%v %v", m["truncated"], m["bytes"], err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := fetch(ctx, srv.URL+"/slow"); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Fatalf("slow: %v after %v", err, time.Since(start))
+	}
+	if _, err := fetch(context.Background(), srv.URL+"/down"); appErr(t, err).NonRetryable() {
+		t.Fatal("5xx should be retryable")
+	}
+	if _, err := fetch(context.Background(), "file:///etc/passwd"); !appErr(t, err).NonRetryable() {
+		t.Fatal("file URL should be refused")
+	}
+}

@@ -1,0 +1,62 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weftworks/weft/graph"
+)
+
+// AgentSource loads the agent revisions a document names. It is the seam for
+// the agents store: until it is set, no agent resolves and every agent
+// reference is reported MISSING_DEPENDENCY by validation.
+type AgentSource interface {
+	// AgentContracts returns the contracts of those refs that exist for the
+	// tenant (archived ones included, marked Archived, so validation can
+	// name the reason). Missing refs are simply absent from the result; an
+	// error means the lookup itself failed.
+	AgentContracts(ctx context.Context, tenantID string, refs []graph.AgentRef) ([]graph.AgentContract, error)
+}
+
+// Resolver builds the dependency snapshot (a graph.Catalog) a document is
+// validated and compiled against. graph performs no I/O, so everything a
+// document references is loaded here first, in one place, scoped to the
+// tenant. The zero value (and a nil *Resolver) resolves the built-in action
+// contracts and no agents.
+type Resolver struct {
+	// Agents, when set, resolves agent revisions. Nil until the agents
+	// issue lands.
+	Agents AgentSource
+	// Templates, when set, checks mapping templates against the variable
+	// registry (UNKNOWN_VARIABLE) and contributes the scopes they need. Nil
+	// until the variables registry offers a graph.TemplateChecker; without it
+	// templates are checked for syntax and bindings only.
+	Templates graph.TemplateChecker
+}
+
+// Options returns the validation hooks every validation, dry-run and
+// compilation of a document must use, so the three always agree.
+func (r *Resolver) Options() graph.Options {
+	if r == nil {
+		return graph.Options{}
+	}
+	return graph.Options{Templates: r.Templates}
+}
+
+// Catalog returns the snapshot doc is validated against for tenantID: the
+// built-in action contracts and the agent revisions doc references that
+// the AgentSource knows.
+func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Document) (graph.Catalog, error) {
+	var agents []graph.AgentContract
+	if r != nil && r.Agents != nil {
+		_, refs := graph.References(doc)
+		if len(refs) > 0 {
+			var err error
+			agents, err = r.Agents.AgentContracts(ctx, tenantID, refs)
+			if err != nil {
+				return nil, fmt.Errorf("catalog: resolve agents: %w", err)
+			}
+		}
+	}
+	return graph.NewStaticCatalog(BuiltinContracts(), agents), nil
+}

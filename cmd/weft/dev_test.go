@@ -1,0 +1,481 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/internal/testinfra"
+)
+
+// weftBin is the binary under test, built once by TestMain.
+var weftBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run()) // listing tests needs no binary
+	}
+	dir, err := os.MkdirTemp("", "weft-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	weftBin = filepath.Join(dir, "weft")
+	build := exec.Command("go", "build", "-o", weftBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build weft:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// portFree reports whether nothing listens on port any more.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// processGone reports whether pid has exited (a zombie waiting for its
+// reaper counts as gone: it runs nothing and holds no port).
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// Format: pid (comm) state ...; comm may contain spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// freshDatabaseURL names a database that does not exist yet and drops it
+// (if weft created it) when the test ends.
+func freshDatabaseURL(t *testing.T) string {
+	t.Helper()
+	admin, err := pgx.ParseConfig(testinfra.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "weft_devtest_" + hex.EncodeToString(b)
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		t.Fatalf("PostgreSQL is required: %v", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil || exists {
+		t.Fatalf("database %s: exists=%v err=%v", name, exists, err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.ConnectConfig(context.Background(), admin)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", admin.User, admin.Host, admin.Port, name)
+}
+
+// devInstance is one running `weft dev`.
+type devInstance struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	dataDir  string
+	apiURL   string
+	tempPort int
+	uiPort   int
+	httpPort int
+	token    string
+	devPID   int
+	exited   chan struct{}
+	exitErr  error
+	mu       sync.Mutex
+	stdout   strings.Builder
+	stderr   *os.File
+}
+
+func startDev(t *testing.T) *devInstance {
+	t.Helper()
+	d := &devInstance{t: t, dataDir: t.TempDir(), tempPort: freePort(t), uiPort: freePort(t), httpPort: freePort(t), exited: make(chan struct{})}
+	d.apiURL = fmt.Sprintf("http://127.0.0.1:%d", d.httpPort)
+	var err error
+	if d.stderr, err = os.Create(filepath.Join(t.TempDir(), "stderr.log")); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = exec.Command(weftBin, "dev")
+	d.cmd.Dir = testinfra.RepoRoot()
+	d.cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+freshDatabaseURL(t),
+		"WEFT_DATA_DIR="+d.dataDir,
+		"WEFT_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(d.httpPort),
+		"WEFT_TEMPORAL_PORT="+strconv.Itoa(d.tempPort),
+		"WEFT_TEMPORAL_UI_PORT="+strconv.Itoa(d.uiPort),
+		"WEFT_TEMPORAL_CLI="+testinfra.TemporalBinary(),
+		"WEFT_JWT_SECRET=", "TEMPORAL_ADDRESS=", "TEMPORAL_API_KEY=",
+	)
+	stdout, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tokens := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			d.mu.Lock()
+			d.stdout.WriteString(line + "\n")
+			d.mu.Unlock()
+			if tok, ok := strings.CutPrefix(line, "export WEFT_TOKEN="); ok {
+				tokens <- tok
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() {
+		d.exitErr = d.cmd.Wait()
+		close(d.exited)
+	}()
+	t.Cleanup(func() {
+		// Whatever happened, leave nothing running: SIGKILL takes the dev
+		// server down too (parent death signal).
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		d.killDevServer()
+		if t.Failed() {
+			d.dump()
+		}
+	})
+	select {
+	case d.token = <-tokens:
+	case <-d.exited:
+		d.dump()
+		t.Fatalf("weft dev exited during start: %v", d.exitErr)
+	case <-time.After(3 * time.Minute):
+		d.dump()
+		t.Fatal("weft dev printed no token within 3 minutes")
+	}
+	b, err := os.ReadFile(devserver.PIDFile(d.dataDir))
+	if err != nil {
+		t.Fatalf("dev server pid file: %v", err)
+	}
+	if d.devPID, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// killDevServer is the test's own safety net: should the parent death
+// signal ever fail, the test still leaves no dev server behind (TestDev
+// checks the signal itself before this runs).
+func (d *devInstance) killDevServer() {
+	if d.devPID == 0 {
+		if b, err := os.ReadFile(devserver.PIDFile(d.dataDir)); err == nil {
+			d.devPID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+	}
+	if d.devPID > 0 && !processGone(d.devPID) {
+		_ = syscall.Kill(-d.devPID, syscall.SIGKILL)
+	}
+}
+
+func (d *devInstance) output() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stdout.String()
+}
+
+func (d *devInstance) dump() {
+	out := d.output()
+	logs, _ := os.ReadFile(d.stderr.Name())
+	if len(logs) > 16<<10 {
+		logs = logs[len(logs)-16<<10:]
+	}
+	d.t.Logf("weft dev stdout:\n%s\nstderr (tail):\n%s", out, logs)
+}
+
+func (d *devInstance) get(path, token string) int {
+	d.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, d.apiURL+path, nil)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (d *devInstance) waitReady() {
+	d.t.Helper()
+	waitFor(d.t, "/readyz 200", 60*time.Second, func() bool { return d.get("/readyz", "") == http.StatusOK })
+}
+
+// TestDev runs two `weft dev` side by side on their own ports, data dirs
+// and not-yet-existing databases; checks readiness, the printed tokens, the
+// Web UI and `weft token`; then stops one with SIGTERM and kills the other
+// with SIGKILL, and checks neither leaves its dev server behind.
+func TestDev(t *testing.T) {
+	a, b := startDev(t), startDev(t)
+	a.waitReady()
+	b.waitReady()
+
+	for _, d := range []*devInstance{a, b} {
+		out := d.output()
+		for _, want := range []string{
+			fmt.Sprintf("http://localhost:%d", d.uiPort),
+			fmt.Sprintf("http://localhost:%d", d.httpPort),
+			"curl -H \"Authorization: Bearer $WEFT_TOKEN\"",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("banner lacks %q:\n%s", want, out)
+			}
+		}
+		// The Web UI answers.
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", d.uiPort))
+		if err != nil {
+			t.Fatalf("web ui: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("web ui status %d", resp.StatusCode)
+		}
+		// The printed token authenticates; a missing or forged one does not.
+		if code := d.get("/v1/workflows", ""); code != http.StatusUnauthorized {
+			t.Errorf("no token: %d, want 401", code)
+		}
+		if code := d.get("/v1/workflows", d.token+"x"); code != http.StatusUnauthorized {
+			t.Errorf("forged token: %d, want 401", code)
+		}
+		if code := d.get("/v1/workflows", d.token); code == http.StatusUnauthorized || code == 0 {
+			t.Errorf("dev token: %d, want it accepted", code)
+		}
+	}
+	// Each instance has its own secret in its data dir.
+	if code := a.get("/v1/workflows", b.token); code != http.StatusUnauthorized {
+		t.Errorf("b's token on a: %d, want 401", code)
+	}
+
+	// `weft token` signs with the same secret weft dev generated.
+	tok := runWeft(t, []string{"WEFT_DATA_DIR=" + a.dataDir, "WEFT_JWT_SECRET="},
+		"token", "--tenant", "acme", "--sub", "alice", "--scope", auth.ScopeWorkflowsRead,
+		"--name", "Alice", "--email", "alice@example.com", "--tenant-name", "Acme Corp")
+	if code := a.get("/v1/workflows", tok); code == http.StatusUnauthorized || code == 0 {
+		t.Errorf("weft token on a: %d, want it accepted", code)
+	}
+	secret, err := os.ReadFile(filepath.Join(a.dataDir, "jwt-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := auth.NewKeys(strings.TrimSpace(string(secret)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := keys.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Tenant != "acme" || p.Sub != "alice" || p.Name != "Alice" || p.Email != "alice@example.com" || p.TenantName != "Acme Corp" ||
+		len(p.Scopes) != 1 || p.Scopes[0] != auth.ScopeWorkflowsRead {
+		t.Errorf("claims = %+v", p)
+	}
+
+	// SIGTERM: an orderly stop, exit 0, dev server gone, ports released.
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.exited:
+		if a.exitErr != nil {
+			t.Errorf("weft dev after SIGTERM: %v", a.exitErr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("weft dev did not exit within 60 s of SIGTERM")
+	}
+	waitFor(t, "a's dev server to exit", 5*time.Second, func() bool { return processGone(a.devPID) })
+	for _, port := range []int{a.httpPort, a.tempPort, a.uiPort} {
+		if !portFree(port) {
+			t.Errorf("port %d still in use after SIGTERM", port)
+		}
+	}
+	if _, err := os.Stat(devserver.PIDFile(a.dataDir)); !os.IsNotExist(err) {
+		t.Errorf("pid file left behind: %v", err)
+	}
+
+	// b was untouched by a's shutdown.
+	if code := b.get("/readyz", ""); code != http.StatusOK {
+		t.Errorf("b /readyz after a stopped: %d", code)
+	}
+
+	// SIGKILL: weft gets no chance to clean up; the kernel's parent death
+	// signal still takes the dev server down.
+	if err := b.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-b.exited
+	waitFor(t, "b's dev server to die with its parent", 10*time.Second, func() bool { return processGone(b.devPID) })
+	waitFor(t, "b's temporal port to be released", 10*time.Second, func() bool { return portFree(b.tempPort) })
+}
+
+// TestDevRestartKeepsState restarts `weft dev` on the same data dir: the
+// SQLite file, the JWT secret (so old tokens still work) and the database
+// are reused.
+func TestDevRestartKeepsState(t *testing.T) {
+	a := startDev(t)
+	a.waitReady()
+	first := a.token
+	if err := a.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.exited:
+		if a.exitErr != nil {
+			t.Fatalf("weft dev after SIGINT: %v", a.exitErr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("weft dev did not exit within 60 s of SIGINT")
+	}
+	if _, err := os.Stat(devserver.DBFile(a.dataDir)); err != nil {
+		t.Fatalf("SQLite file: %v", err)
+	}
+
+	restarted := restartDev(t, a)
+	restarted.waitReady()
+	if code := restarted.get("/v1/workflows", first); code == http.StatusUnauthorized || code == 0 {
+		t.Errorf("token from the first start: %d, want it accepted after restart", code)
+	}
+}
+
+// restartDev starts weft dev again with a's data dir, ports and database.
+func restartDev(t *testing.T, a *devInstance) *devInstance {
+	t.Helper()
+	d := &devInstance{t: t, dataDir: a.dataDir, tempPort: a.tempPort, uiPort: a.uiPort, httpPort: a.httpPort, apiURL: a.apiURL, exited: make(chan struct{})}
+	var err error
+	if d.stderr, err = os.Create(filepath.Join(t.TempDir(), "stderr.log")); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = exec.Command(weftBin, "dev")
+	d.cmd.Dir = testinfra.RepoRoot()
+	d.cmd.Env = a.cmd.Env
+	d.cmd.Stderr = d.stderr
+	d.cmd.Stdout = io.Discard
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		d.exitErr = d.cmd.Wait()
+		close(d.exited)
+	}()
+	t.Cleanup(func() {
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		d.killDevServer()
+		if t.Failed() {
+			d.dump()
+		}
+	})
+	return d
+}
+
+func runWeft(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(weftBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("weft %v: %v\n%s", args, err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestTokenCommand(t *testing.T) {
+	const secret = "token-test-secret-0123456789"
+	env := []string{"WEFT_JWT_SECRET=" + secret, "WEFT_DATA_DIR=" + t.TempDir()}
+	tok := runWeft(t, env, "token", "--tenant", "t1", "--sub", "svc", "--scope", "runs.read,runs.execute", "--scope", "workflows.read", "--ttl", "2h")
+	keys, err := auth.NewKeys(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := keys.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Tenant != "t1" || p.Sub != "svc" || strings.Join(p.Scopes, " ") != "runs.read runs.execute workflows.read" {
+		t.Errorf("claims = %+v", p)
+	}
+
+	for _, args := range [][]string{
+		{"token", "--sub", "s"},                                  // no tenant
+		{"token", "--tenant", "t"},                               // no sub
+		{"token", "--tenant", "t", "--sub", "s", "--ttl", "-1h"}, // bad ttl
+	} {
+		cmd := exec.Command(weftBin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err == nil {
+			t.Errorf("weft %v succeeded: %s", args, out)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+// Package app wires weft's long-running processes from a config.Config:
+// `weft api` (RunAPI), `weft worker` (RunWorker), `weft migrate` (Migrate)
+// and `weft dev` (RunDev: dev server, database, API and worker in one
+// process). Each function runs until its context is done, then shuts down in
+// order and returns.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/weftworks/weft/api"
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/config"
+	"github.com/weftworks/weft/metrics"
+	"github.com/weftworks/weft/starter"
+	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/temporalclient"
+	"github.com/weftworks/weft/worker"
+)
+
+// shutdownTimeout bounds the graceful HTTP shutdown.
+const shutdownTimeout = 10 * time.Second
+
+// NewLogger returns weft's JSON logger writing to w.
+func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// Migrate applies the embedded migrations to cfg.DatabaseURL, creating the
+// database first when create is set.
+func Migrate(ctx context.Context, cfg config.Config, create bool, logger *slog.Logger) error {
+	if create {
+		if err := store.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+			return err
+		}
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := store.Migrate(ctx, st.Pool); err != nil {
+		return err
+	}
+	logger.Info("database migrated")
+	return nil
+}
+
+// RunAPI is `weft api`: a stateless HTTP server on cfg.HTTPAddr, as many
+// replicas as needed behind a load balancer. With migrate set it applies
+// pending migrations first (goose serialises concurrent migrators).
+func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.Logger) error {
+	keys, err := signingKeys(&cfg, logger)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if migrate {
+		if err := store.Migrate(ctx, st.Pool); err != nil {
+			return err
+		}
+	}
+	tc, err := temporalclient.Dial(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	handler, runs, err := newAPI(cfg, st, tc, keys, logger)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	logger.Info("api listening", "addr", ln.Addr().String())
+	go runs.RunSweeper(ctx, 0)
+	return serveHTTP(ctx, ln, handler, logger)
+}
+
+// newAPI builds the HTTP handler and the starter its run routes enqueue
+// through. The caller runs the starter's sweeper (every API replica may).
+func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, logger *slog.Logger) (http.Handler, *starter.Starter, error) {
+	runs, err := starter.New(starter.Deps{
+		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
+		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	handler := api.New(api.Deps{
+		Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger,
+		Metrics: metrics.New(), Starter: runs,
+	})
+	return handler, runs, nil
+}
+
+// RunWorker is `weft worker`: a stateless Temporal worker on cfg.TaskQueue.
+func RunWorker(ctx context.Context, cfg config.Config, migrate bool, logger *slog.Logger) error {
+	if migrate {
+		if err := Migrate(ctx, cfg, false, logger); err != nil {
+			return err
+		}
+	}
+	return worker.Run(ctx, cfg, logger)
+}
+
+// signingKeys loads the JWT secret (WEFT_JWT_SECRET, else the file in the
+// data dir, generated on first use) and builds the token keys.
+func signingKeys(cfg *config.Config, logger *slog.Logger) (*auth.Keys, error) {
+	fromEnv := cfg.JWTSecret != ""
+	if err := cfg.EnsureJWTSecret(); err != nil {
+		return nil, err
+	}
+	if !fromEnv {
+		logger.Warn("WEFT_JWT_SECRET is not set; using the secret in the data dir (set WEFT_JWT_SECRET when running more than one replica)", "dataDir", cfg.DataDir)
+	}
+	return auth.NewKeys(cfg.JWTSecret)
+}
+
+// serveHTTP serves handler on ln until ctx is done, then shuts down
+// gracefully within shutdownTimeout.
+func serveHTTP(ctx context.Context, ln net.Listener, handler http.Handler, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("api: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("api: shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("api: serve: %w", err)
+	}
+	logger.Info("api stopped")
+	return nil
+}

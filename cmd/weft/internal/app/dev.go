@@ -1,0 +1,205 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/config"
+	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/temporalclient"
+	"github.com/weftworks/weft/worker"
+)
+
+// Dev token printed by `weft dev`.
+const (
+	DevTenant   = "dev"
+	DevSub      = "dev-user"
+	DevTokenTTL = 24 * time.Hour
+	devTokenTTL = "24h" // as printed
+)
+
+// RunDev is `weft dev`: it starts a Temporal dev server from cfg.TemporalCLI
+// on WEFT_TEMPORAL_PORT / WEFT_TEMPORAL_UI_PORT (SQLite in the data dir),
+// creates and migrates the database, serves the API and runs the worker in
+// this process, and prints the addresses and a dev token to out. When ctx is
+// done it stops the HTTP server, then the worker, then the dev server.
+//
+// TEMPORAL_ADDRESS and Temporal credentials are ignored: dev always talks to
+// the dev server it started.
+func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.Logger) (err error) {
+	if err := cfg.EnsureJWTSecret(); err != nil {
+		return err
+	}
+	keys, err := auth.NewKeys(cfg.JWTSecret)
+	if err != nil {
+		return err
+	}
+
+	dev, err := devserver.Start(ctx, devserver.Options{
+		Binary:    cfg.TemporalCLI,
+		DataDir:   cfg.DataDir,
+		Port:      cfg.TemporalPort,
+		UIPort:    cfg.TemporalUIPort,
+		Namespace: cfg.TemporalNamespace,
+		Output:    os.Stderr,
+		Logger:    logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := dev.Stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	// If the dev server dies, stop everything else too.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-dev.Done():
+			cancel(dev.Err())
+		case <-ctx.Done():
+		}
+	}()
+
+	cfg.TemporalAddress = dev.HostPort()
+	cfg.TemporalTLSCert, cfg.TemporalTLSKey, cfg.TemporalAPIKey = "", "", ""
+
+	if err := store.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := store.Migrate(ctx, st.Pool); err != nil {
+		return err
+	}
+	tc, err := temporalclient.Dial(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("dev: listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	handler, runs, err := newAPI(cfg, st, tc, keys, logger)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
+	// The worker and the HTTP server each get their own context so they stop
+	// in order: HTTP first (no new runs), then the worker, then the dev server.
+	workerCtx, stopWorker := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWorker()
+	workerErr := make(chan error, 1)
+	go func() {
+		workerErr <- worker.Serve(workerCtx, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger})
+	}()
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHTTP()
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- serveHTTP(httpCtx, ln, handler, logger) }()
+	go runs.RunSweeper(httpCtx, 0)
+
+	token, err := keys.Mint(auth.Principal{Tenant: DevTenant, Sub: DevSub, Scopes: auth.AllScopes, Name: "Dev User"}, DevTokenTTL)
+	if err != nil {
+		stopHTTP()
+		stopWorker()
+		return err
+	}
+	printBanner(out, bannerInfo{
+		API:       httpURL(ln.Addr()),
+		Temporal:  dev.HostPort(),
+		Namespace: cfg.TemporalNamespace,
+		UI:        dev.UIURL(),
+		DataDir:   cfg.DataDir,
+		Token:     token,
+	})
+
+	// Run until asked to stop or until a component fails.
+	var failed error
+	select {
+	case <-ctx.Done():
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			failed = cause
+		}
+	case err := <-httpErr:
+		failed = err
+		httpErr <- nil // already stopped
+	case err := <-workerErr:
+		failed = err
+		if failed == nil {
+			failed = errors.New("dev: worker stopped unexpectedly")
+		}
+		workerErr <- nil
+	}
+	if failed != nil {
+		logger.Error("dev: shutting down after a failure", "err", failed)
+	} else {
+		logger.Info("dev: shutting down")
+	}
+	stopHTTP()
+	if err := <-httpErr; err != nil {
+		logger.Error("dev: api shutdown", "err", err)
+	}
+	stopWorker()
+	if err := <-workerErr; err != nil {
+		logger.Error("dev: worker shutdown", "err", err)
+	}
+	return failed
+}
+
+type bannerInfo struct {
+	API, Temporal, Namespace, UI, DataDir, Token string
+}
+
+// printBanner tells the user where everything is and how to call the API.
+func printBanner(out io.Writer, b bannerInfo) {
+	fmt.Fprintf(out, `
+weft dev is running. Ctrl-C stops the API, the worker and the Temporal dev server.
+
+  API             %s
+  Temporal        %s (namespace %s)
+  Temporal Web UI %s
+  Data dir        %s
+
+Dev token (tenant %s, sub %s, all scopes, valid %s):
+
+export WEFT_TOKEN=%s
+
+  curl -H "Authorization: Bearer $WEFT_TOKEN" %s/v1/workflows
+
+`, b.API, b.Temporal, b.Namespace, b.UI, b.DataDir, DevTenant, DevSub, devTokenTTL, b.Token, b.API)
+}
+
+// httpURL turns a listener address into a URL a browser or curl can use.
+func httpURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() || ip.IsLoopback() {
+		host = "localhost"
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	p, _ := strconv.Atoi(port)
+	return fmt.Sprintf("http://%s:%d", host, p)
+}

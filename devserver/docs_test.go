@@ -1,0 +1,47 @@
+package devserver_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/internal/testinfra"
+)
+
+// TestREADMEDocumentsSettings keeps the README's settings honest: every
+// environment variable config.FromEnv reads, every dev-server tuning value
+// and every search attribute is named there.
+func TestREADMEDocumentsSettings(t *testing.T) {
+	root := testinfra.RepoRoot()
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(root, "config", "config.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := regexp.MustCompile(`get\("([A-Z][A-Z0-9_]+)"|intEnv\(get, "([A-Z][A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1)
+	if len(vars) < 10 {
+		t.Fatalf("found only %d variables in config.go; has its shape changed?", len(vars))
+	}
+	for _, m := range vars {
+		name := m[1] + m[2]
+		if !strings.Contains(string(readme), "`"+name+"`") {
+			t.Errorf("README does not document %s", name)
+		}
+	}
+	for _, s := range devserver.DynamicConfig {
+		if !strings.Contains(string(readme), s.Key+"="+s.Value) {
+			t.Errorf("README does not document the dev server setting %s=%s", s.Key, s.Value)
+		}
+	}
+	for _, a := range devserver.SearchAttributeTypes {
+		if !strings.Contains(string(readme), a.Name+"="+a.Type) {
+			t.Errorf("README does not document the search attribute %s=%s", a.Name, a.Type)
+		}
+	}
+}

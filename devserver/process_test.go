@@ -1,0 +1,205 @@
+package devserver_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/internal/testinfra"
+)
+
+// freePort asks the kernel for a free TCP port on the loopback interface.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func requireBinary(t *testing.T) string {
+	t.Helper()
+	bin := testinfra.TemporalBinary()
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is required (run `make bin/temporal`): %v", bin, err)
+	}
+	return bin
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestArgs(t *testing.T) {
+	args := devserver.Args(devserver.Options{DataDir: "/d", Port: 7300, UIPort: 8300, Namespace: "team"})
+	joined := strings.Join(args, " ")
+	for _, want := range []string{
+		"server start-dev", "--db-filename /d/temporal.db", "--port 7300", "--ui-port 8300",
+		"--namespace team", "--log-level warn",
+		"--dynamic-config-value history.transferProcessorMaxPollRPS=10000",
+		"--search-attribute WeftRevision=Int",
+	} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("args lack %q: %s", want, joined)
+		}
+	}
+	// The default namespace always exists; asking for it again is noise.
+	if slices.Contains(devserver.Args(devserver.Options{Namespace: "default"}), "--namespace") {
+		t.Error("default namespace passed as --namespace")
+	}
+}
+
+func TestStartStop(t *testing.T) {
+	bin := requireBinary(t)
+	dir := t.TempDir()
+	port, uiPort := freePort(t), freePort(t)
+	ctx := context.Background()
+	p, err := devserver.Start(ctx, devserver.Options{
+		Binary: bin, DataDir: dir, Port: port, UIPort: uiPort, Namespace: "weft-test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+
+	b, err := os.ReadFile(devserver.PIDFile(dir))
+	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(p.Pid()) {
+		t.Fatalf("pid file = %q, %v; want %d", b, err, p.Pid())
+	}
+	if _, err := os.Stat(devserver.DBFile(dir)); err != nil {
+		t.Fatalf("SQLite file: %v", err)
+	}
+	// The namespace asked for exists and carries weft's search attributes.
+	c, err := client.Dial(client.Options{HostPort: p.HostPort(), Namespace: "weft-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	missing, err := devserver.MissingSearchAttributes(ctx, c, "weft-test")
+	if err != nil || len(missing) > 0 {
+		t.Fatalf("missing search attributes %v, err %v", missing, err)
+	}
+	// The Web UI answers on its port.
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(uiPort)), time.Second)
+	if err != nil {
+		t.Fatalf("web ui port: %v", err)
+	}
+	conn.Close()
+
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("Stop returned before the process exited")
+	}
+	if alive(p.Pid()) {
+		t.Fatalf("dev server %d still alive after Stop", p.Pid())
+	}
+	if err := p.Err(); err != nil {
+		t.Fatalf("Err after Stop = %v, want nil", err)
+	}
+	if _, err := os.Stat(devserver.PIDFile(dir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pid file left behind: %v", err)
+	}
+	if err := p.Stop(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+}
+
+func TestStartRefusesBusyPort(t *testing.T) {
+	bin := requireBinary(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := l.Addr().(*net.TCPAddr).Port
+	_, err = devserver.Start(context.Background(), devserver.Options{
+		Binary: bin, DataDir: t.TempDir(), Port: busy, UIPort: freePort(t),
+	})
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("Start on a busy port: err = %v, want a port-in-use error", err)
+	}
+}
+
+func TestStartMissingBinary(t *testing.T) {
+	_, err := devserver.Start(context.Background(), devserver.Options{
+		Binary: "/nonexistent/temporal", DataDir: t.TempDir(), Port: freePort(t), UIPort: freePort(t),
+	})
+	if err == nil || !strings.Contains(err.Error(), "make bin/temporal") {
+		t.Fatalf("err = %v, want a hint to build bin/temporal", err)
+	}
+}
+
+func TestStartReportsEarlyExit(t *testing.T) {
+	// A file that is not a temporal CLI exits at once; Start must say so
+	// quickly instead of waiting for the timeout.
+	start := time.Now()
+	_, err := devserver.Start(context.Background(), devserver.Options{
+		Binary: "/bin/false", DataDir: t.TempDir(), Port: freePort(t), UIPort: freePort(t),
+		StartTimeout: 30 * time.Second,
+	})
+	if err == nil || !strings.Contains(err.Error(), "exited during start") {
+		t.Fatalf("err = %v, want an early-exit error", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("early exit took %s to report", time.Since(start))
+	}
+}
+
+// TestRegisterSearchAttributes runs a dev server started WITHOUT weft's
+// search attributes, as a self-hosted cluster would be, and checks the
+// worker's path: missing ones are reported, then registered.
+func TestRegisterSearchAttributes(t *testing.T) {
+	bin := requireBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath:  bin,
+		ClientOptions: &client.Options{Namespace: "default"},
+		LogLevel:      "error",
+		ExtraArgs:     devserver.ExtraArgs(),
+		Stdout:        os.Stderr,
+		Stderr:        os.Stderr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c := srv.Client()
+
+	missing, err := devserver.MissingSearchAttributes(ctx, c, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) != len(devserver.SearchAttributeTypes) {
+		t.Fatalf("missing = %v, want all four", missing)
+	}
+	added, err := devserver.RegisterSearchAttributes(ctx, c, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(added) != len(devserver.SearchAttributeTypes) {
+		t.Fatalf("added = %v", added)
+	}
+	if missing, err := devserver.MissingSearchAttributes(ctx, c, "default"); err != nil || len(missing) > 0 {
+		t.Fatalf("after register: missing %v, err %v", missing, err)
+	}
+	// Registering again is a no-op.
+	if added, err := devserver.RegisterSearchAttributes(ctx, c, "default"); err != nil || len(added) > 0 {
+		t.Fatalf("second register: added %v, err %v", added, err)
+	}
+}

@@ -1,0 +1,397 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/weftworks/weft/activities"
+	"github.com/weftworks/weft/api"
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/config"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/starter"
+	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/worker"
+	"github.com/weftworks/weft/workflows"
+)
+
+// helperWorkerEnv selects the worker entry point when the test binary is
+// re-executed as a separate worker process (the SIGKILL drill).
+const helperWorkerEnv = "WEFT_E2E_HELPER_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperWorkerEnv) != "" {
+		os.Exit(runHelperWorker())
+	}
+	code := m.Run()
+	testinfra.StopTemporal()
+	os.Exit(code)
+}
+
+// runHelperWorker is a worker process inside the test binary:
+// configuration from the environment, real store and Temporal client, the
+// same registration as the in-process workers, until killed.
+func runHelperWorker() int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "helper worker:", err); return 1 }
+	cfg, err := config.FromEnv(os.Getenv)
+	if err != nil {
+		return fail(err)
+	}
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fail(err)
+	}
+	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace})
+	if err != nil {
+		return fail(err)
+	}
+	w, err := newWorker(tc, st, cfg.TaskQueue, logger)
+	if err != nil {
+		return fail(err)
+	}
+	if err := w.Run(sdkworker.InterruptCh()); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// newWorker builds a worker on queue with production's options and
+// registrations: the interpreter and the activities with real dependencies.
+func newWorker(tc client.Client, st *store.Store, queue string, logger *slog.Logger) (sdkworker.Worker, error) {
+	actions, err := catalog.NewRegistry(catalog.Builtins(catalog.BuiltinDeps{Notes: st})...)
+	if err != nil {
+		return nil, err
+	}
+	opts := worker.Options(logger)
+	if opts.MaxHeartbeatThrottleInterval == 0 {
+		// The SDK sends heartbeats at most every 0.8 x heartbeat timeout
+		// (24 s for a 30 s timeout), and an activity learns of its
+		// cancellation only from a heartbeat response, so cancellation
+		// would reach core.sleep after it finished. Production options must
+		// lower this: TestWorkerOptionsDeliverCancellationPromptly fails
+		// until they do; the graph tests here exercise the interpreter.
+		opts.MaxHeartbeatThrottleInterval = cancelDeliveryBound
+	}
+	w := sdkworker.New(tc, queue, opts)
+	workflows.Register(w)
+	activities.Register(w, activities.Deps{Store: st, Actions: actions, Logger: logger})
+	return w, nil
+}
+
+const jwtSecret = "e2e-test-secret-0123456789abcdef"
+
+// env is one test's world: a fresh database, the shared dev server, a task
+// queue of its own, the API over real HTTP, and tenants no other test uses
+// (workflow ids derive from the tenant and the dev server is shared).
+type env struct {
+	t        *testing.T
+	st       *store.Store
+	dbURL    string
+	tc       client.Client
+	temporal *testinfra.Temporal
+	queue    string
+	cfg      config.Config
+	keys     *auth.Keys
+	srv      *httptest.Server
+	starter  *starter.Starter
+	// tenant and other are two tenants; token holds every scope for tenant.
+	tenant, other string
+	token         string
+	log           *slog.Logger
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	tsrv, err := testinfra.SharedTemporal()
+	require.NoError(t, err)
+	tc, err := tsrv.NewClient()
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	dbURL := testinfra.NewDatabase(t)
+	st, err := store.Open(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+
+	e := &env{t: t, st: st, dbURL: dbURL, tc: tc, temporal: tsrv, queue: "e2e-" + uuid.NewString(),
+		tenant: "tenant-" + uuid.NewString()[:8], other: "other-" + uuid.NewString()[:8],
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	e.cfg, err = config.FromEnv(func(string) string { return "" })
+	require.NoError(t, err)
+	e.cfg.DatabaseURL, e.cfg.TemporalAddress, e.cfg.TaskQueue, e.cfg.JWTSecret = dbURL, tsrv.HostPort, e.queue, jwtSecret
+	e.cfg.TemporalUIURL = "http://ui.test"
+	e.keys, err = auth.NewKeys(jwtSecret)
+	require.NoError(t, err)
+	e.starter, err = starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: e.queue,
+		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log})
+	require.NoError(t, err)
+	e.srv = httptest.NewServer(api.New(api.Deps{Config: e.cfg, Store: st, Keys: e.keys, Temporal: tc,
+		Starter: e.starter, Resolver: &catalog.Resolver{}, Logger: e.log}))
+	t.Cleanup(e.srv.Close)
+	e.token = e.mint(e.tenant, "alice", auth.AllScopes...)
+	return e
+}
+
+// startWorker runs an in-process worker on the env's task queue with
+// exactly what production registers.
+func (e *env) startWorker() sdkworker.Worker {
+	e.t.Helper()
+	w, err := newWorker(e.tc, e.st, e.queue, e.log)
+	require.NoError(e.t, err)
+	require.NoError(e.t, w.Start())
+	e.t.Cleanup(w.Stop)
+	return w
+}
+
+func (e *env) mint(tenant, sub string, scopes ...string) string {
+	e.t.Helper()
+	tok, err := e.keys.Mint(auth.Principal{Tenant: tenant, Sub: sub, Scopes: scopes}, time.Hour)
+	require.NoError(e.t, err)
+	return tok
+}
+
+// response is one HTTP answer.
+type response struct {
+	Status int
+	Body   []byte
+}
+
+func (r response) JSON(t *testing.T) map[string]any {
+	t.Helper()
+	var v map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &v), "body: %s", r.Body)
+	return v
+}
+
+// Code is the error code of an error answer.
+func (r response) Code(t *testing.T) string {
+	t.Helper()
+	e, _ := r.JSON(t)["error"].(map[string]any)
+	require.NotNil(t, e, "not an error body (%d): %s", r.Status, r.Body)
+	code, _ := e["code"].(string)
+	return code
+}
+
+// do sends one request; body is marshalled unless it is a string or []byte.
+func (e *env) do(method, path, token string, body any) response {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(e.t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	require.NoError(e.t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	require.NoError(e.t, err)
+	return response{Status: res.StatusCode, Body: data}
+}
+
+// publish creates (or redrafts) workflow key with doc through the API and
+// publishes it, returning the revision.
+func (e *env) publish(key, doc string) int {
+	e.t.Helper()
+	return e.publishAs(e.token, key, doc)
+}
+
+func (e *env) publishAs(token, key, doc string) int {
+	e.t.Helper()
+	var draft int
+	res := e.do(http.MethodGet, "/v1/workflows/"+key, token, nil)
+	if res.Status == http.StatusNotFound {
+		res = e.do(http.MethodPost, "/v1/workflows", token, map[string]any{"key": key, "graph": json.RawMessage(doc)})
+		require.Equal(e.t, http.StatusCreated, res.Status, "create: %s", res.Body)
+		draft = int(res.JSON(e.t)["draftRevision"].(float64))
+	} else {
+		require.Equal(e.t, http.StatusOK, res.Status, "%s", res.Body)
+		current := int(res.JSON(e.t)["draft"].(map[string]any)["revision"].(float64))
+		res = e.do(http.MethodPut, "/v1/workflows/"+key+"/draft", token, map[string]any{"expectedRevision": current, "graph": json.RawMessage(doc)})
+		require.Equal(e.t, http.StatusOK, res.Status, "save draft: %s", res.Body)
+		draft = int(res.JSON(e.t)["draftRevision"].(float64))
+	}
+	res = e.do(http.MethodPost, "/v1/workflows/"+key+"/publish", token, map[string]any{"expectedRevision": draft})
+	require.Equal(e.t, http.StatusCreated, res.Status, "publish: %s", res.Body)
+	return int(res.JSON(e.t)["revision"].(float64))
+}
+
+// enqueue runs key with input under idempotency key idem and returns the answer.
+func (e *env) enqueue(key string, input any, idem string) response {
+	e.t.Helper()
+	return e.do(http.MethodPost, "/v1/workflows/"+key+"/runs", e.token, map[string]any{"input": input, "idempotencyKey": idem})
+}
+
+// run enqueues and returns the new run id, requiring 202.
+func (e *env) run(key string, input any) string {
+	e.t.Helper()
+	res := e.enqueue(key, input, uuid.NewString())
+	require.Equal(e.t, http.StatusAccepted, res.Status, "enqueue: %s", res.Body)
+	return res.JSON(e.t)["runId"].(string)
+}
+
+// runView is GET /v1/runs/{id}.
+type runView struct {
+	RunID       string          `json:"runId"`
+	WorkflowKey string          `json:"workflowKey"`
+	Revision    int             `json:"revision"`
+	Checksum    string          `json:"checksum"`
+	Mode        string          `json:"mode"`
+	Status      string          `json:"status"`
+	Input       json.RawMessage `json:"input"`
+	Output      json.RawMessage `json:"output"`
+	Error       *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		NodeID  string `json:"nodeId"`
+	} `json:"error"`
+	Origin map[string]any `json:"origin"`
+	Nodes  []struct {
+		ID      string `json:"id"`
+		Kind    string `json:"kind"`
+		Status  string `json:"status"`
+		Attempt int    `json:"attempt"`
+		Port    string `json:"port"`
+		Reason  string `json:"reason"`
+	} `json:"nodes"`
+	Usage    map[string]any `json:"usage"`
+	Temporal struct {
+		WorkflowID string `json:"workflowId"`
+		RunID      string `json:"runId"`
+		UIURL      string `json:"uiUrl"`
+	} `json:"temporal"`
+}
+
+func (e *env) getRun(id string) runView {
+	e.t.Helper()
+	res := e.do(http.MethodGet, "/v1/runs/"+id, e.token, nil)
+	require.Equal(e.t, http.StatusOK, res.Status, "%s", res.Body)
+	var v runView
+	require.NoError(e.t, json.Unmarshal(res.Body, &v))
+	return v
+}
+
+// node returns the projected state of node id.
+func (v runView) node(t *testing.T, id string) (status string, attempt int, port, reason string) {
+	t.Helper()
+	for _, n := range v.Nodes {
+		if n.ID == id {
+			return n.Status, n.Attempt, n.Port, n.Reason
+		}
+	}
+	t.Fatalf("run %s has no node %q", v.RunID, id)
+	return
+}
+
+// wait polls the run until it is terminal.
+func (e *env) wait(id string, timeout time.Duration) runView {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		v := e.getRun(id)
+		if starter.Terminal(v.Status) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("run %s still %s after %s; events: %v", id, v.Status, timeout, e.eventTypes(id))
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+// eventView is one event of GET /v1/runs/{id}/events.
+type eventView struct {
+	Seq           int64           `json:"seq"`
+	Type          string          `json:"type"`
+	SchemaVersion int             `json:"schemaVersion"`
+	At            time.Time       `json:"at"`
+	NodeID        string          `json:"nodeId"`
+	Attempt       int             `json:"attempt"`
+	Data          json.RawMessage `json:"data"`
+	PrevHash      string          `json:"prevHash"`
+	Hash          string          `json:"hash"`
+}
+
+// events reads the whole event log through the API, page by page.
+func (e *env) events(id string) []eventView {
+	e.t.Helper()
+	var all []eventView
+	cursor := ""
+	for {
+		path := "/v1/runs/" + id + "/events?limit=500"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		res := e.do(http.MethodGet, path, e.token, nil)
+		require.Equal(e.t, http.StatusOK, res.Status, "%s", res.Body)
+		var page struct {
+			Events     []eventView `json:"events"`
+			NextCursor *string     `json:"nextCursor"`
+		}
+		require.NoError(e.t, json.Unmarshal(res.Body, &page))
+		all = append(all, page.Events...)
+		if page.NextCursor == nil {
+			return all
+		}
+		cursor = *page.NextCursor
+	}
+}
+
+// eventTypes renders the log as "type node" lines (node omitted for run events).
+func (e *env) eventTypes(id string) []string {
+	e.t.Helper()
+	var out []string
+	for _, ev := range e.events(id) {
+		s := ev.Type
+		if ev.NodeID != "" {
+			s += " " + ev.NodeID
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkChain verifies the stored chain and that seq runs 1..n without gaps
+// or duplicates, as the API serves it.
+func (e *env) checkChain(id string) {
+	e.t.Helper()
+	require.NoError(e.t, e.st.VerifyChain(context.Background(), e.tenant, id))
+	prev := ""
+	for i, ev := range e.events(id) {
+		require.Equal(e.t, int64(i+1), ev.Seq, "seq gap or duplicate in run %s", id)
+		require.Equal(e.t, prev, ev.PrevHash, "prevHash of seq %d", ev.Seq)
+		require.Equal(e.t, 1, ev.SchemaVersion)
+		prev = ev.Hash
+	}
+}

@@ -1,0 +1,277 @@
+package graph
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var decodeCodes = []string{CodeInvalidJSON, CodeInvalidDocument, CodeDocumentTooLarge}
+
+// FuzzDecode feeds arbitrary bytes through Decode and, when they decode,
+// through Validate, DryRun, Compile and Plan: nothing may panic, errors are
+// coded, and a compiled document re-decodes to the same checksum.
+func FuzzDecode(f *testing.F) {
+	f.Add(exampleJSON(f))
+	f.Add([]byte(cycleJSON))
+	f.Add([]byte(`{"schemaVersion":1,"nodes":[{"id":"x","kind":"loop"}],"edges":[{"from":"x","to":"y"}]}`))
+	f.Add([]byte(`{"schemaVersion":1,"nodes":[{"id":"in","kind":"input","outputs":{"out":"any"}},{"id":"in","kind":"output","inputs":{"in":"any"}}],"edges":[{"from":"in.out","to":"in.in"}]}`))
+	f.Add([]byte(`{"schemaVersion":1,"schemas":{"A":{"type":"nope"}},"toolsets":{"t":{"tools":["core.echo@1"],"skill":""}},"tools":"u"}`))
+	f.Add([]byte(`{"schemaVersion":1,"schemaVersion":1}`))
+	f.Add([]byte(`[1,2`))
+	cat := testCatalog()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		doc, err := Decode(data)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) || !slices.Contains(decodeCodes, de.Code) {
+				t.Fatalf("uncoded decode error %v", err)
+			}
+			return
+		}
+		checkValidateProperties(t, doc, cat)
+	})
+}
+
+// FuzzValidate builds documents directly from the fuzzer's bytes (so they
+// need not survive Decode) from a small vocabulary of ids, kinds, ports,
+// schemas, expressions and pointers that collide often.
+func FuzzValidate(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("\x04\x00\x01\x02\x03\x00\x00\x01\x01\x02\x02\x03\x03"))
+	f.Add([]byte("graph with gates, merges and actions: 0123456789abcdefghijklmnop"))
+	f.Add([]byte{8, 0, 3, 3, 5, 6, 7, 1, 1, 0, 2, 9, 9, 4, 4, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	cat := testCatalog()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		doc := docFromBytes(data)
+		checkValidateProperties(t, doc, cat)
+	})
+}
+
+func checkValidateProperties(t *testing.T, doc *Document, cat Catalog) {
+	t.Helper()
+	issues := Validate(doc, cat)
+	for _, is := range issues {
+		if is.Code == "" || is.Message == "" {
+			t.Fatalf("incomplete issue %+v", is)
+		}
+		if _, err := ParsePointer(is.Path); err != nil {
+			t.Fatalf("issue path %q is not a JSON pointer", is.Path)
+		}
+	}
+	res := DryRun(doc, cat)
+	if res.Valid != (len(issues) == 0) {
+		t.Fatalf("dry-run valid=%v with %d issues", res.Valid, len(issues))
+	}
+	c, compileIssues := Compile(doc, cat)
+	if len(compileIssues) != len(issues) {
+		t.Fatalf("Compile found %d issues, Validate %d", len(compileIssues), len(issues))
+	}
+	if c == nil {
+		return
+	}
+	if res.Checksum != c.Checksum || !slices.Equal(res.Order, c.Order) {
+		t.Fatalf("dry-run and compile disagree")
+	}
+	if err := c.VerifyChecksum(); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Plan(); len(p.Nodes) != len(doc.Nodes) {
+		t.Fatalf("plan has %d nodes for %d", len(p.Nodes), len(doc.Nodes))
+	}
+	raw, err := json.Marshal(c.Document)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Decode(raw)
+	if err != nil {
+		t.Fatalf("compiled document does not decode: %v\n%s", err, raw)
+	}
+	c2, issues2 := Compile(again, cat)
+	if len(issues2) > 0 || c2.Checksum != c.Checksum {
+		t.Fatalf("re-decoded document compiles differently: %v", issues2)
+	}
+}
+
+// byteReader hands out fuzz bytes; past the end it yields zeros.
+type byteReader struct {
+	data []byte
+	pos  int
+}
+
+func (r *byteReader) next() int {
+	if r.pos >= len(r.data) {
+		return 0
+	}
+	b := r.data[r.pos]
+	r.pos++
+	return int(b)
+}
+
+func pick[T any](r *byteReader, from []T) T { return from[r.next()%len(from)] }
+
+// docFromBytes builds a document from fuzz bytes: either a valid chain with
+// a few mutations (so Compile and its properties get exercised) or a soup of
+// colliding parts (so every issue path gets exercised).
+func docFromBytes(data []byte) *Document {
+	r := &byteReader{data: data}
+	if r.next()%2 == 0 {
+		return mutatedChain(r)
+	}
+	return soup(r)
+}
+
+func mutatedChain(r *byteReader) *Document {
+	doc := &Document{SchemaVersion: 1, Schemas: map[string]json.RawMessage{"Item": json.RawMessage(`{"type":"object"}`)},
+		Nodes: []Node{{ID: "in", Kind: KindInput, Outputs: map[string]string{"out": "any"}}}}
+	sources := []string{"in.out"}
+	connect := func(n *Node, port string) {
+		n.Inputs[port] = "any"
+		doc.Edges = append(doc.Edges, Edge{From: pick(r, sources), To: n.ID + "." + port})
+	}
+	steps := 1 + r.next()%12
+	for i := range steps {
+		n := Node{ID: fmt.Sprintf("n%d", i), Inputs: map[string]string{}}
+		switch r.next() % 6 {
+		case 0:
+			n.Kind, n.Language, n.Expression = KindGate, LanguageCELv1, pick(r, []string{"true", "input != null", "has(input.id)"})
+			n.Outputs = map[string]string{"pass": "any", "fail": "any"}
+			connect(&n, "in")
+		case 1:
+			n.Kind, n.Schema = KindValidator, json.RawMessage(`{"type":"array"}`)
+			n.Outputs = map[string]string{"pass": "any", "fail": "any"}
+			if r.next()%2 == 0 {
+				n.Schema, n.Outputs["pass"] = json.RawMessage(`"Item"`), "Item"
+			}
+			connect(&n, "in")
+		case 2:
+			n.Kind, n.Action = KindAction, pick(r, []*ActionRef{{"core.echo", 1}, {"workspace.notes.write", 1}, {"core.sleep", 1}})
+			n.Outputs = map[string]string{"out": "any"}
+			connect(&n, "in")
+			if r.next()%2 == 0 {
+				connect(&n, "extra")
+				p := "/extra/x"
+				n.Mapping = map[string]Mapping{"a": {Pointer: &p}, "b": {Literal: json.RawMessage(`[1.0,{"z":null}]`)}}
+			}
+			if r.next()%2 == 0 {
+				n.Retry, n.TimeoutMs = &Retry{MaxAttempts: 1 + r.next()%10, Backoff: 1.5}, 250+r.next()*100
+			}
+		case 3:
+			n.Kind, n.Outputs = KindMerge, map[string]string{"out": "any"}
+			for k := range 1 + r.next()%3 {
+				connect(&n, fmt.Sprintf("p%d", k))
+			}
+		case 4, 5:
+			n.Kind, n.Agent, n.Tools = KindAgent, &AgentRef{Key: "triage", Revision: 2}, pick(r, []string{"", "ops"})
+			n.Outputs = map[string]string{"out": "any"}
+			if r.next()%2 == 0 {
+				n.Kind, n.Outputs = KindAgentDecision, map[string]string{"pass": "any", "fail": "any"}
+			}
+			connect(&n, "in")
+		}
+		doc.Nodes = append(doc.Nodes, n)
+		for _, p := range sortedKeys(n.Outputs) {
+			sources = append(sources, n.ID+"."+p)
+		}
+	}
+	out := Node{ID: "out", Kind: KindOutput, Inputs: map[string]string{}}
+	connect(&out, "in")
+	doc.Nodes = append(doc.Nodes, out)
+	doc.Toolsets = map[string]Toolset{"ops": {Tools: []string{"core.echo@1"}, Skill: "Be brief."}}
+
+	for range r.next() % 3 {
+		e := len(doc.Edges)
+		n := &doc.Nodes[r.next()%len(doc.Nodes)]
+		switch r.next() % 8 {
+		case 0:
+			i := r.next() % e
+			doc.Edges = slices.Delete(doc.Edges, i, i+1)
+		case 1:
+			doc.Edges = append(doc.Edges, doc.Edges[r.next()%e])
+		case 2:
+			doc.Edges[r.next()%e].To = pick(r, doc.Edges).To
+		case 3:
+			doc.Edges = append(doc.Edges, Edge{From: pick(r, sources), To: "n0.in"})
+		case 4:
+			n.ID = pick(r, []string{"in", "n0", "Bad", "out"})
+		case 5:
+			n.Kind = pick(r, []Kind{KindGate, KindMerge, KindOutput, "loop"})
+		case 6:
+			n.Retry = &Retry{MaxAttempts: 11}
+		case 7:
+			doc.Edges[r.next()%e].From = "out.in"
+		}
+	}
+	return doc
+}
+
+func soup(r *byteReader) *Document {
+	ids := []string{"in", "a", "b", "c", "out", "g", "Bad", "m", "in"}
+	kinds := []Kind{KindInput, KindGate, KindAction, KindMerge, KindOutput, KindValidator, KindAgent, KindAgentDecision, "loop"}
+	ports := []string{"in", "out", "pass", "fail", "x", "y", "a.b"}
+	schemas := []string{"any", "any", "Item", "Nope"}
+	exprs := []string{"true", "input.id != ''", "input.", "'s'", "input.all(x, x > 0)", "", string(r.data)}
+	pointers := []string{"/in", "/x", "in", "/in/~2", "/y/a~1b", ""}
+	actions := []ActionRef{{"core.echo", 1}, {"core.http.fetch", 1}, {"workspace.notes.write", 1}, {"core.echo", 2}, {"", 0}}
+	doc := &Document{SchemaVersion: 1, Schemas: map[string]json.RawMessage{"Item": json.RawMessage(`{"type":"object"}`)}}
+	if r.next()%5 == 0 {
+		doc.Schemas["Broken"] = json.RawMessage(`{"type":1}`)
+	}
+	nodes := r.next() % 10
+	for range nodes {
+		n := Node{ID: pick(r, ids), Kind: pick(r, kinds)}
+		if k := r.next() % 3; k > 0 {
+			n.Inputs = map[string]string{}
+			for range k {
+				n.Inputs[pick(r, ports)] = pick(r, schemas)
+			}
+		}
+		if k := r.next() % 3; k > 0 {
+			n.Outputs = map[string]string{}
+			for range k {
+				n.Outputs[pick(r, ports)] = pick(r, schemas)
+			}
+		}
+		switch n.Kind {
+		case KindGate:
+			n.Language = pick(r, []string{LanguageCELv1, LanguageCELv1, "js"})
+			n.Expression = pick(r, exprs)
+		case KindValidator:
+			n.Schema = pick(r, []json.RawMessage{json.RawMessage(`"Item"`), json.RawMessage(`{"type":"string"}`), json.RawMessage(`"Nope"`), json.RawMessage(`[]`), nil})
+		case KindAction:
+			a := pick(r, actions)
+			n.Action = &a
+		case KindAgent, KindAgentDecision:
+			n.Agent = pick(r, []*AgentRef{{Key: "triage", Revision: 2}, {Key: "old", Revision: 1}, nil})
+			n.Tools = pick(r, []string{"", "ops", "none"})
+		}
+		if r.next()%3 == 0 {
+			n.Mapping = map[string]Mapping{}
+			for k := range r.next() % 3 {
+				p := pick(r, pointers)
+				tmpl := "{{ v }}"
+				n.Mapping[fmt.Sprint("f", k)] = pick(r, []Mapping{{Pointer: &p}, {Literal: json.RawMessage(`{"a":1}`)}, {Template: &tmpl, Bindings: map[string]string{"v": p}}, {}})
+			}
+		}
+		if r.next()%4 == 0 {
+			n.Retry = &Retry{MaxAttempts: r.next() % 13, InitialIntervalMs: r.next() * 100, Backoff: float64(r.next()%5) / 2}
+			n.TimeoutMs = r.next() * 1000
+		}
+		doc.Nodes = append(doc.Nodes, n)
+	}
+	edges := r.next() % 16
+	for range edges {
+		doc.Edges = append(doc.Edges, Edge{
+			From: pick(r, ids) + "." + pick(r, ports),
+			To:   pick(r, ids) + pick(r, []string{".", ".", ""}) + pick(r, ports),
+		})
+	}
+	if r.next()%4 == 0 {
+		doc.Toolsets = map[string]Toolset{"ops": {Tools: []string{pick(r, []string{"core.echo@1", "core.http.fetch@1", "x"})}, Skill: strings.Repeat("s", r.next()%2)}}
+		doc.Tools = pick(r, []string{"", "ops", "nope"})
+	}
+	return doc
+}

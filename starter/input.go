@@ -1,0 +1,165 @@
+package starter
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/graph"
+)
+
+// maxInputIssues bounds the validation errors listed in an INVALID_INPUT
+// answer: a huge array failing item by item must not produce a huge body.
+const maxInputIssues = 50
+
+// WorkflowID is the deterministic Temporal workflow id of the run an
+// idempotency key starts: weft-<hex sha256(tenant \x00 workflow key \x00 key)>.
+// The NUL separators keep ("a", "bc") and ("ab", "c") apart; the hash keeps
+// tenant names and keys out of the id shown in the Temporal UI.
+func WorkflowID(tenantID, workflowKey, idempotencyKey string) string {
+	h := sha256.New()
+	h.Write([]byte(tenantID))
+	h.Write([]byte{0})
+	h.Write([]byte(workflowKey))
+	h.Write([]byte{0})
+	h.Write([]byte(idempotencyKey))
+	return "weft-" + hex.EncodeToString(h.Sum(nil))
+}
+
+// InputHash is hex sha256 of the RFC 8785 canonical form of input, so the
+// same value sent with other key order or whitespace binds the same way.
+func InputHash(input json.RawMessage) (string, error) {
+	canon, err := graph.Canonical(input)
+	if err != nil {
+		return "", err
+	}
+	return graph.SHA256Hex(canon), nil
+}
+
+// normalizeInput returns the request input, JSON null when absent, and
+// refuses anything that is not one JSON value.
+func normalizeInput(in json.RawMessage) (json.RawMessage, error) {
+	in = bytes.TrimSpace(in)
+	if len(in) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	if !json.Valid(in) {
+		return nil, failure.New(failure.CodeInvalidRequest, "input is not valid JSON")
+	}
+	return in, nil
+}
+
+// InputIssue is one reason an input does not match the input node's schema.
+type InputIssue struct {
+	// Path is a JSON pointer into the input.
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// validateInput checks input against the schema of the input node's out
+// port. A compiled revision always has exactly one input node; its absence
+// means a corrupt revision and is an internal error, not the caller's.
+func validateInput(c *graph.Compiled, input json.RawMessage) error {
+	node, ok := c.Document.InputNode()
+	if !ok {
+		return failure.New(failure.CodeInternal, "revision %s has no input node", c.Checksum)
+	}
+	name := node.Outputs["out"]
+	raw, ok := c.Document.SchemaByName(name)
+	if !ok {
+		return failure.New(failure.CodeInternal, "revision %s: input schema %q is missing", c.Checksum, name)
+	}
+	schema, err := graph.CompileSchema(raw)
+	if err != nil {
+		return failure.Wrap(err, failure.CodeInternal, "revision %s: input schema does not compile", c.Checksum)
+	}
+	err = graph.ValidateValue(schema, input)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	issues := []InputIssue{}
+	if errors.As(err, &ve) {
+		issues = leafIssues(ve, issues)
+	} else {
+		issues = append(issues, InputIssue{Path: "", Message: err.Error()})
+	}
+	truncated := len(issues) > maxInputIssues
+	if truncated {
+		issues = issues[:maxInputIssues]
+	}
+	details := map[string]any{"node": node.ID, "schema": name, "errors": issues}
+	if truncated {
+		details["truncated"] = true
+	}
+	return failure.New(failure.CodeInvalidInput, "input does not match the schema %q of input node %q", name, node.ID).
+		WithDetails(details)
+}
+
+var printer = message.NewPrinter(language.English)
+
+// leafIssues flattens a validation error tree to its leaves: the causes
+// ("missing property id") rather than their containers ("allOf failed").
+func leafIssues(ve *jsonschema.ValidationError, out []InputIssue) []InputIssue {
+	if len(ve.Causes) == 0 {
+		return append(out, InputIssue{Path: pointer(ve.InstanceLocation), Message: ve.ErrorKind.LocalizedString(printer)})
+	}
+	for _, c := range ve.Causes {
+		out = leafIssues(c, out)
+		if len(out) > maxInputIssues {
+			return out
+		}
+	}
+	return out
+}
+
+// pointer renders tokens as an RFC 6901 JSON pointer.
+func pointer(tokens []string) string {
+	var b bytes.Buffer
+	for _, t := range tokens {
+		b.WriteByte('/')
+		for _, r := range t {
+			switch r {
+			case '~':
+				b.WriteString("~0")
+			case '/':
+				b.WriteString("~1")
+			default:
+				b.WriteRune(r)
+			}
+		}
+	}
+	return b.String()
+}
+
+// checkPermissions refuses a live run whose permission snapshot lacks any
+// node's required permission, listing what is missing overall and per node
+// so the caller knows which node needs which scope.
+func checkPermissions(c *graph.Compiled, have []string) error {
+	missing := auth.Missing(have, c.Permissions)
+	if len(missing) == 0 {
+		return nil
+	}
+	byNode := map[string][]string{}
+	ids := make([]string, 0, len(c.NodePermissions))
+	for id := range c.NodePermissions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if m := auth.Missing(have, c.NodePermissions[id]); len(m) > 0 {
+			byNode[id] = m
+		}
+	}
+	return failure.New(failure.CodePermissionDenied, "the caller lacks permissions this workflow's nodes require").
+		WithDetails(map[string]any{"missing": missing, "nodes": byNode})
+}

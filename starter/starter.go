@@ -1,0 +1,502 @@
+// Package starter is weft's execution capability: the ONE place that starts
+// runs. The API, schedules, webhooks and the CLI all enqueue through it, so
+// revision resolution, input validation, the permission check, idempotency
+// and the Temporal start options are decided once (SPEC §5).
+//
+// Enqueue persists before it answers: the idempotency binding and the queued
+// run row commit first, then the interpreter workflow starts under a
+// deterministic workflow id with USE_EXISTING / REJECT_DUPLICATE policies, so
+// repeating a start (a retried request, the sweeper) is always harmless.
+package starter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/store"
+)
+
+// Codes the starter adds to failure's shared set.
+const (
+	// CodeSimulationUnsupported refuses simulation mode and draftRevision
+	// until simulation lands: a run must never pretend to simulate.
+	CodeSimulationUnsupported = "SIMULATION_UNSUPPORTED"
+)
+
+// MaxIdempotencyKeyLen bounds an idempotency key, in characters.
+const MaxIdempotencyKeyLen = 200
+
+// SweepAfter is how long a run may stay queued before the sweeper starts it:
+// long enough that it never races the enqueue that is starting it right now.
+const SweepAfter = 30 * time.Second
+
+// MaxInlineInput is the largest input carried inline in the workflow's
+// parameters; a larger one is claim-checked (stored in PostgreSQL under the
+// run and passed by reference) so no payload nears Temporal's limits.
+const MaxInlineInput = 32 << 10
+
+// MaxInputBytes bounds an enqueued input.
+const MaxInputBytes = 1 << 20
+
+// sweepBatch bounds one sweeper query.
+const sweepBatch = 100
+
+// Deps are the starter's collaborators.
+type Deps struct {
+	Store    *store.Store
+	Temporal client.Client
+	// TaskQueue is the queue the interpreter workers poll.
+	TaskQueue string
+	// UIURL is the Temporal Web UI base (for run links); Namespace is the
+	// Temporal namespace runs live in.
+	UIURL     string
+	Namespace string
+	Logger    *slog.Logger
+}
+
+// Starter enqueues, starts, sweeps and cancels runs.
+type Starter struct {
+	store     *store.Store
+	temporal  client.Client
+	taskQueue string
+	uiURL     string
+	namespace string
+	log       *slog.Logger
+}
+
+// New returns a Starter. Store, Temporal and TaskQueue are required.
+func New(d Deps) (*Starter, error) {
+	if d.Store == nil || d.Temporal == nil || d.TaskQueue == "" {
+		return nil, errors.New("starter: Store, Temporal and TaskQueue are required")
+	}
+	if d.Namespace == "" {
+		d.Namespace = "default"
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return &Starter{
+		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,
+		uiURL: strings.TrimRight(d.UIURL, "/"), namespace: d.Namespace,
+		log: d.Logger.With("component", "starter"),
+	}, nil
+}
+
+// Request is what a caller asks to run. Nothing in it is trusted.
+type Request struct {
+	WorkflowKey string
+	// Input is the invocation envelope, validated against the input node's schema.
+	Input          json.RawMessage
+	IdempotencyKey string
+	// Mode defaults to live.
+	Mode execution.Mode
+	// Revision pins a published revision; nil runs the latest one.
+	Revision *int
+	// DraftRevision and Fixtures belong to simulation mode.
+	DraftRevision *int
+	Fixtures      json.RawMessage
+}
+
+// Trusted is who asks and with which permissions. It comes from the
+// authenticated token or the configuring user of a schedule or webhook,
+// never from a request body.
+type Trusted struct {
+	TenantID    string
+	TenantName  string
+	Actor       execution.Actor
+	Origin      execution.Origin
+	Permissions []string
+}
+
+// Accepted is the answer to an enqueue.
+type Accepted struct {
+	RunID    string
+	Status   string
+	Revision int
+	Checksum string
+	// Created is false when the idempotency key had already started this
+	// run (the API answers 200 instead of 202).
+	Created bool
+}
+
+// Enqueue validates req, binds its idempotency key to a new queued run (or
+// finds the run the key already started) and starts the interpreter
+// workflow. A failed start is logged and left to the sweeper: the run is
+// durable once the row commits, so the caller still gets the run id.
+func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepted, error) {
+	if err := checkTrusted(tc); err != nil {
+		return Accepted{}, err
+	}
+	mode, err := checkRequest(&req)
+	if err != nil {
+		return Accepted{}, err
+	}
+	input, err := normalizeInput(req.Input)
+	if err != nil {
+		return Accepted{}, err
+	}
+	if len(input) > MaxInputBytes {
+		return Accepted{}, failure.New(failure.CodeDocumentTooLarge, "input exceeds %d bytes", MaxInputBytes)
+	}
+
+	rev, compiled, err := s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision)
+	if err != nil {
+		return Accepted{}, err
+	}
+	if err := validateInput(compiled, input); err != nil {
+		return Accepted{}, err
+	}
+	if mode == execution.ModeLive {
+		if err := checkPermissions(compiled, tc.Permissions); err != nil {
+			return Accepted{}, err
+		}
+	}
+	hash, err := InputHash(input)
+	if err != nil {
+		// e.g. a lone UTF-16 surrogate escape, which RFC 8785 (I-JSON) forbids.
+		return Accepted{}, failure.Wrap(err, failure.CodeInvalidInput, "input cannot be canonicalized (RFC 8785): it is not I-JSON")
+	}
+
+	run := store.Run{
+		RunID:       uuid.NewString(),
+		TenantID:    tc.TenantID,
+		WorkflowKey: req.WorkflowKey,
+		Revision:    rev.Revision,
+		Checksum:    compiled.Checksum,
+		Mode:        string(mode),
+		Status:      execution.StatusQueued,
+		Input:       input,
+		InputHash:   hash,
+		Origin:      tc.Origin,
+		Actor:       tc.Actor,
+		Permissions: nonNil(tc.Permissions),
+		WorkflowID:  WorkflowID(tc.TenantID, req.WorkflowKey, req.IdempotencyKey),
+	}
+	bound, created, err := s.store.CreateRun(ctx, run, req.IdempotencyKey)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("starter: create run: %w", err)
+	}
+	if !created {
+		if err := sameRequest(bound, hash, mode, req.Revision); err != nil {
+			return Accepted{}, err
+		}
+	}
+	// Issue the start even for an existing binding: if the first start
+	// failed, this repeat is what starts the run; if it succeeded, the
+	// policies make this a no-op.
+	if err := s.start(ctx, bound, tc.TenantName); err != nil {
+		s.log.Warn("start failed; the sweeper will retry", "run", bound.RunID, "workflowId", bound.WorkflowID, "err", err)
+	}
+	return Accepted{RunID: bound.RunID, Status: bound.Status, Revision: bound.Revision, Checksum: bound.Checksum, Created: created}, nil
+}
+
+// checkTrusted catches wiring mistakes: a trusted context without tenant,
+// actor or origin would run with nobody accountable.
+func checkTrusted(tc Trusted) error {
+	if tc.TenantID == "" || tc.Actor.Sub == "" || tc.Actor.Kind == "" || tc.Origin.Kind == "" {
+		return failure.New(failure.CodeInternal, "starter: trusted context needs tenant, actor and origin")
+	}
+	return nil
+}
+
+// checkRequest validates the shape of req and returns its mode.
+func checkRequest(req *Request) (execution.Mode, error) {
+	if strings.TrimSpace(req.WorkflowKey) == "" {
+		return "", failure.New(failure.CodeInvalidRequest, "workflow key is required")
+	}
+	if req.IdempotencyKey == "" {
+		return "", failure.New(failure.CodeInvalidRequest, "idempotencyKey is required")
+	}
+	if !utf8.ValidString(req.IdempotencyKey) || utf8.RuneCountInString(req.IdempotencyKey) > MaxIdempotencyKeyLen {
+		return "", failure.New(failure.CodeInvalidRequest, "idempotencyKey must be valid UTF-8 of at most %d characters", MaxIdempotencyKeyLen)
+	}
+	mode := req.Mode
+	if mode == "" {
+		mode = execution.ModeLive
+	}
+	switch mode {
+	case execution.ModeLive:
+	case execution.ModeSimulation:
+		return "", failure.New(CodeSimulationUnsupported, "simulation mode is not available yet; run a published revision in live mode")
+	default:
+		return "", failure.New(failure.CodeInvalidRequest, "mode must be %q or %q", execution.ModeLive, execution.ModeSimulation)
+	}
+	if req.DraftRevision != nil {
+		return "", failure.New(CodeSimulationUnsupported, "draftRevision runs a draft in simulation mode, which is not available yet")
+	}
+	if f := strings.TrimSpace(string(req.Fixtures)); f != "" && f != "null" {
+		return "", failure.New(failure.CodeInvalidRequest, "fixtures apply to simulation mode only")
+	}
+	if req.Revision != nil && *req.Revision < 1 {
+		return "", failure.New(failure.CodeInvalidRequest, "revision must be a positive integer")
+	}
+	return mode, nil
+}
+
+// resolve finds the revision to run: the one named, or the latest published.
+func (s *Starter) resolve(ctx context.Context, tenant, key string, n *int) (store.Revision, *graph.Compiled, error) {
+	var rev store.Revision
+	var err error
+	if n != nil {
+		rev, err = s.store.GetRevision(ctx, tenant, key, *n)
+		if errors.Is(err, failure.ErrNotFound) {
+			return store.Revision{}, nil, failure.New(failure.CodeNotFound, "workflow %q has no published revision %d", key, *n)
+		}
+	} else {
+		rev, err = s.store.LatestRevision(ctx, tenant, key)
+		if errors.Is(err, failure.ErrNotFound) {
+			return store.Revision{}, nil, s.notPublished(ctx, tenant, key)
+		}
+	}
+	if err != nil {
+		return store.Revision{}, nil, fmt.Errorf("starter: resolve revision: %w", err)
+	}
+	compiled, err := s.store.GetCompiled(ctx, tenant, rev.Checksum)
+	if err != nil {
+		return store.Revision{}, nil, fmt.Errorf("starter: load compiled revision %s: %w", rev.Checksum, err)
+	}
+	return rev, compiled, nil
+}
+
+// notPublished tells a workflow that does not exist (404) from one that
+// was never published (422 NOT_PUBLISHED).
+func (s *Starter) notPublished(ctx context.Context, tenant, key string) error {
+	_, err := s.store.GetWorkflow(ctx, tenant, key)
+	switch {
+	case errors.Is(err, failure.ErrNotFound):
+		return failure.New(failure.CodeNotFound, "workflow %q not found", key)
+	case err != nil:
+		return fmt.Errorf("starter: get workflow: %w", err)
+	}
+	return failure.New(failure.CodeNotPublished, "workflow %q has no published revision; publish it first", key)
+}
+
+// sameRequest decides whether a repeated idempotency key asks for the run
+// it is bound to. A newer publish does not matter (the key stays bound to
+// what it started); other input, another mode or another explicitly named
+// revision does.
+func sameRequest(bound store.Run, hash string, mode execution.Mode, revision *int) error {
+	var why string
+	switch {
+	case bound.InputHash != hash:
+		why = "other input"
+	case bound.Mode != string(mode):
+		why = "another mode"
+	case revision != nil && *revision != bound.Revision:
+		why = "another revision"
+	default:
+		return nil
+	}
+	return failure.New(failure.CodeIdempotencyConflict, "this idempotency key already started run %s with %s", bound.RunID, why).
+		WithDetails(map[string]any{"runId": bound.RunID})
+}
+
+// start issues the Temporal start for a run row. The options are the whole
+// idempotency story on the Temporal side: USE_EXISTING returns the running
+// workflow, REJECT_DUPLICATE refuses to run a closed one again.
+//
+// tenantName feeds the context.tenantName variable; the run row does not
+// keep it, so a sweeper start passes "".
+func (s *Starter) start(ctx context.Context, run store.Run, tenantName string) error {
+	input, err := s.inputValue(ctx, run)
+	if err != nil {
+		return err
+	}
+	params := execution.RunParams{
+		TenantID:    run.TenantID,
+		TenantName:  tenantName,
+		RunID:       run.RunID,
+		WorkflowKey: run.WorkflowKey,
+		Revision:    run.Revision,
+		Checksum:    run.Checksum,
+		Mode:        execution.Mode(run.Mode),
+		Input:       input,
+		Actor:       run.Actor,
+		Origin:      run.Origin,
+		Permissions: nonNil(run.Permissions),
+		EnqueuedAt:  run.CreatedAt,
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                       run.WorkflowID,
+		TaskQueue:                s.taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			devserver.KeyTenant.ValueSet(run.TenantID),
+			devserver.KeyWorkflowKey.ValueSet(run.WorkflowKey),
+			devserver.KeyMode.ValueSet(run.Mode),
+			devserver.KeyRevision.ValueSet(int64(run.Revision)),
+		),
+		StaticSummary: Summary(run.WorkflowKey, run.Revision, execution.Mode(run.Mode)),
+		StaticDetails: fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
+	}
+	we, err := s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)
+	if err != nil {
+		return err
+	}
+	if run.TemporalRunID == "" {
+		if err := s.store.SetTemporalRunID(ctx, run.RunID, we.GetRunID()); err != nil {
+			// The run is started; only the UI link lacks its run id.
+			s.log.Warn("record temporal run id", "run", run.RunID, "err", err)
+		}
+	}
+	return nil
+}
+
+// inputValue is the run input as the workflow receives it: inline, or a
+// claim-check reference under (tenant, run, input node, "out") when large.
+// Storing is idempotent, so every start of the run may do it again.
+func (s *Starter) inputValue(ctx context.Context, run store.Run) (execution.Value, error) {
+	if len(run.Input) <= MaxInlineInput {
+		return execution.Value{Inline: run.Input}, nil
+	}
+	compiled, err := s.store.GetCompiled(ctx, run.TenantID, run.Checksum)
+	if err != nil {
+		return execution.Value{}, fmt.Errorf("load compiled revision: %w", err)
+	}
+	node, ok := compiled.Document.InputNode()
+	if !ok {
+		return execution.Value{}, fmt.Errorf("revision %s has no input node", run.Checksum)
+	}
+	ref, err := s.store.PutValue(ctx, run.TenantID, run.RunID, node.ID, "out", run.Input)
+	if err != nil {
+		return execution.Value{}, fmt.Errorf("store large input: %w", err)
+	}
+	return execution.Value{Ref: &ref}, nil
+}
+
+// Summary is the run's Temporal UI summary: "<key> r<rev> · <mode>".
+func Summary(workflowKey string, revision int, mode execution.Mode) string {
+	return fmt.Sprintf("%s r%d · %s", workflowKey, revision, mode)
+}
+
+// WorkflowURL links a run's workflow in the Temporal Web UI. It addresses
+// the workflow id alone, which survives continue-as-new.
+func (s *Starter) WorkflowURL(workflowID string) string {
+	if s == nil || s.uiURL == "" {
+		return ""
+	}
+	return s.uiURL + "/namespaces/" + s.namespace + "/workflows/" + workflowID
+}
+
+// Sweep starts runs still queued after SweepAfter: their first start failed
+// (Temporal unavailable, the process died between commit and start). It
+// returns how many starts it issued successfully.
+func (s *Starter) Sweep(ctx context.Context) (int, error) {
+	started := 0
+	runs, err := s.store.QueuedRuns(ctx, SweepAfter, sweepBatch)
+	if err != nil {
+		return 0, fmt.Errorf("starter: list queued runs: %w", err)
+	}
+	var errs []error
+	for _, r := range runs {
+		if err := s.start(ctx, r, ""); err != nil {
+			errs = append(errs, fmt.Errorf("run %s: %w", r.RunID, err))
+			continue
+		}
+		started++
+	}
+	if len(errs) > 0 {
+		return started, fmt.Errorf("starter: sweep: %w", errors.Join(errs...))
+	}
+	return started, nil
+}
+
+// RunSweeper calls Sweep every interval until ctx ends. Every API and
+// worker replica may run it: starts are idempotent, so sweepers never
+// need to coordinate.
+func (s *Starter) RunSweeper(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("sweep failed", "started", n, "err", err)
+		} else if n > 0 {
+			s.log.Info("sweeper started queued runs", "started", n)
+		}
+	}
+}
+
+// Cancel requests cancellation of a run. The interpreter does the work
+// (durable, cooperative; SPEC §5); this only delivers the request to the
+// workflow id with an empty run id, so it reaches whatever run of the chain
+// is current after a continue-as-new.
+func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by execution.Actor) error {
+	run, err := s.store.GetRun(ctx, tenantID, runID)
+	if errors.Is(err, failure.ErrNotFound) {
+		return failure.New(failure.CodeNotFound, "run %q not found", runID)
+	}
+	if err != nil {
+		return fmt.Errorf("starter: get run: %w", err)
+	}
+	if Terminal(run.Status) {
+		return failure.New(failure.CodeRunNotActive, "run %s is already %s", run.RunID, run.Status).
+			WithDetails(map[string]any{"status": run.Status})
+	}
+	reason := "cancelled by " + by.Kind + " " + by.Sub
+	err = s.cancel(ctx, run.WorkflowID, reason)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) && run.Status == execution.StatusQueued {
+		// Never started: start it so the cancellation goes through the
+		// interpreter like any other (it sees the request before running a
+		// node and records the cancelled outcome in the event log).
+		if err := s.start(ctx, run, ""); err != nil {
+			return failure.Wrap(err, failure.CodeUnavailable, "run %s could not be reached to cancel it", run.RunID)
+		}
+		err = s.cancel(ctx, run.WorkflowID, reason)
+	}
+	if errors.As(err, &nf) {
+		// Temporal has closed the workflow; the row just has not caught up.
+		return failure.New(failure.CodeRunNotActive, "run %s has already finished", run.RunID)
+	}
+	if err != nil {
+		return failure.Wrap(err, failure.CodeUnavailable, "cancel request for run %s failed", run.RunID)
+	}
+	s.log.Info("cancel requested", "run", run.RunID, "workflowId", run.WorkflowID, "by", by.Sub, "kind", by.Kind)
+	return nil
+}
+
+func (s *Starter) cancel(ctx context.Context, workflowID, reason string) error {
+	return s.temporal.CancelWorkflowWithOptions(ctx, client.CancelWorkflowOptions{WorkflowID: workflowID, Reason: reason})
+}
+
+// Terminal reports whether a run status is final.
+func Terminal(status string) bool {
+	switch status {
+	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
+		return true
+	}
+	return false
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,585 @@
+package starter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/store"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testinfra.StopTemporal()
+	os.Exit(code)
+}
+
+// bundle is what one test runs against: a fresh database, the shared dev
+// server, and a starter on a task queue no worker polls, so started
+// workflows stay open and can be inspected.
+type bundle struct {
+	st      *store.Store
+	tc      client.Client
+	starter *Starter
+	queue   string
+	// t1 and t2 are tenant ids unique to the test: workflow ids derive
+	// from the tenant and every test shares one dev server.
+	t1, t2 string
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	srv, err := testinfra.SharedTemporal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := srv.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	st := testinfra.NewStore(t)
+	queue := "starter-test-" + uuid.NewString()
+	s, err := New(Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test/", Namespace: "default",
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{st: st, tc: tc, starter: s, queue: queue, t1: "t1-" + uuid.NewString(), t2: "t2-" + uuid.NewString()}
+}
+
+const itemGraph = `{
+  "schemaVersion": 1,
+  "schemas": {"Item": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string", "minLength": 1}, "n": {"type": "integer"}}}},
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "Item"}},
+    {"id": "echo", "kind": "action", "inputs": {"in": "Item"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "echo.in"}, {"from": "echo.out", "to": "out.in"}]
+}`
+
+const notesGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "save", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"},
+     "action": {"id": "workspace.notes.write", "version": 1},
+     "mapping": {"title": {"literal": "t"}, "body": {"pointer": "/in"}}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "save.in"}, {"from": "save.out", "to": "out.in"}]
+}`
+
+// publish stores doc as a draft of key (creating the workflow on first use)
+// and publishes it, returning the revision number.
+func publish(t *testing.T, st *store.Store, tenant, key, doc string) int {
+	t.Helper()
+	ctx := context.Background()
+	d, err := graph.Decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, issues := graph.Compile(d, graph.NewStaticCatalog(catalog.BuiltinContracts(), nil))
+	if len(issues) > 0 {
+		t.Fatalf("compile: %v", issues)
+	}
+	plan := c.Plan()
+	draft := 1
+	w, err := st.GetWorkflow(ctx, tenant, key)
+	switch {
+	case errors.Is(err, failure.ErrNotFound):
+		if _, err := st.CreateWorkflow(ctx, tenant, key, json.RawMessage(doc), "tester"); err != nil {
+			t.Fatal(err)
+		}
+	case err != nil:
+		t.Fatal(err)
+	default:
+		if draft, err = st.SaveDraft(ctx, tenant, key, w.LatestDraftRevision, json.RawMessage(doc), "tester"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev, _, err := st.Publish(ctx, tenant, key, draft, c, &plan, "tester")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev.Revision
+}
+
+func trusted(tenant string, perms ...string) Trusted {
+	return Trusted{TenantID: tenant, TenantName: "Tenant " + tenant,
+		Actor: execution.Actor{Kind: "user", Sub: "alice"}, Origin: execution.Origin{Kind: "api"}, Permissions: perms}
+}
+
+func wantCode(t *testing.T, err error, code string) *failure.Error {
+	t.Helper()
+	var fe *failure.Error
+	if !errors.As(err, &fe) || fe.Code != code {
+		t.Fatalf("want %s, got %v", code, err)
+	}
+	return fe
+}
+
+func countRuns(t *testing.T, st *store.Store) int {
+	t.Helper()
+	var n int
+	if err := st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM runs`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestEnqueueStartsWorkflowWithIdentityAndSearchAttributes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+
+	acc, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k1"}, trusted(b.t1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !acc.Created || acc.Status != execution.StatusQueued || acc.Revision != 1 || acc.Checksum == "" {
+		t.Fatalf("accepted = %+v", acc)
+	}
+	run, err := b.st.GetRun(ctx, b.t1, acc.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := WorkflowID(b.t1, "items", "k1"); run.WorkflowID != want {
+		t.Fatalf("workflow id %s, want %s", run.WorkflowID, want)
+	}
+	if run.TemporalRunID == "" {
+		t.Fatal("temporal run id not recorded")
+	}
+	desc, err := b.tc.DescribeWorkflowExecution(ctx, run.WorkflowID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetType().GetName() != execution.WorkflowName || info.GetTaskQueue() != b.queue {
+		t.Fatalf("type %s queue %s", info.GetType().GetName(), info.GetTaskQueue())
+	}
+	sa := info.GetSearchAttributes().GetIndexedFields()
+	for name, want := range map[string]string{
+		execution.SearchAttrTenant: `"` + b.t1 + `"`, execution.SearchAttrWorkflowKey: `"items"`,
+		execution.SearchAttrMode: `"live"`, execution.SearchAttrRevision: `1`,
+	} {
+		if got := string(sa[name].GetData()); got != want {
+			t.Errorf("search attribute %s = %s, want %s", name, got, want)
+		}
+	}
+	if got := b.starter.WorkflowURL(run.WorkflowID); got != "http://ui.test/namespaces/default/workflows/"+run.WorkflowID {
+		t.Fatalf("ui url %s", got)
+	}
+	// The workflow input is the run row, with the trusted context.
+	hist := b.tc.GetWorkflowHistory(ctx, run.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	ev, err := hist.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	var params execution.RunParams
+	if err := json.Unmarshal(attrs.GetInput().GetPayloads()[0].GetData(), &params); err != nil {
+		t.Fatal(err)
+	}
+	if params.RunID != acc.RunID || params.TenantID != b.t1 || params.TenantName != "Tenant "+b.t1 || params.Checksum != acc.Checksum ||
+		params.Mode != execution.ModeLive || string(params.Input.Inline) != `{"id":"a"}` || params.Actor.Sub != "alice" || params.Origin.Kind != "api" {
+		t.Fatalf("params = %+v", params)
+	}
+	if got := desc.GetExecutionConfig().GetUserMetadata().GetSummary(); got == nil || !strings.Contains(string(got.GetData()), "items r1 · live") {
+		t.Fatalf("static summary = %v", got)
+	}
+}
+
+func TestEnqueueIdempotency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	first, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a","n":2}`), IdempotencyKey: "k"}, trusted(b.t1))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("same input in another key order and spacing is the same run", func(t *testing.T) {
+		again, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(` { "n": 2.0, "id": "a" } `), IdempotencyKey: "k"}, trusted(b.t1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Created || again.RunID != first.RunID {
+			t.Fatalf("again = %+v, first = %+v", again, first)
+		}
+	})
+	t.Run("other input conflicts", func(t *testing.T) {
+		_, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"b"}`), IdempotencyKey: "k"}, trusted(b.t1))
+		fe := wantCode(t, err, failure.CodeIdempotencyConflict)
+		if fe.Details["runId"] != first.RunID {
+			t.Fatalf("details = %v", fe.Details)
+		}
+	})
+	t.Run("a newer publish keeps the key bound to what it started", func(t *testing.T) {
+		rev := publish(t, b.st, b.t1, "items", strings.Replace(itemGraph, `"minLength": 1`, `"minLength": 1, "maxLength": 9`, 1))
+		if rev != 2 {
+			t.Fatalf("revision %d", rev)
+		}
+		again, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a","n":2}`), IdempotencyKey: "k"}, trusted(b.t1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Created || again.RunID != first.RunID || again.Revision != 1 || again.Checksum != first.Checksum {
+			t.Fatalf("again = %+v", again)
+		}
+		// Naming another revision explicitly is another request.
+		two := 2
+		_, err = b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a","n":2}`), IdempotencyKey: "k", Revision: &two}, trusted(b.t1))
+		wantCode(t, err, failure.CodeIdempotencyConflict)
+		fresh, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a","n":2}`), IdempotencyKey: "k2"}, trusted(b.t1))
+		if err != nil || fresh.Revision != 2 || !fresh.Created {
+			t.Fatalf("fresh = %+v, %v", fresh, err)
+		}
+	})
+	t.Run("keys are scoped by tenant and workflow key", func(t *testing.T) {
+		publish(t, b.st, b.t2, "items", itemGraph)
+		other, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"zzz"}`), IdempotencyKey: "k"}, trusted(b.t2))
+		if err != nil || !other.Created || other.RunID == first.RunID {
+			t.Fatalf("other = %+v, %v", other, err)
+		}
+	})
+}
+
+func TestConcurrentEnqueuesWithOneKeyMakeOneRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	const n = 100
+	var wg sync.WaitGroup
+	results := make([]Accepted, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"same"}`), IdempotencyKey: "race"}, trusted(b.t1))
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("enqueue %d: %v", i, errs[i])
+		}
+		if results[i].RunID != results[0].RunID {
+			t.Fatalf("run ids differ: %s vs %s", results[i].RunID, results[0].RunID)
+		}
+		if results[i].Created {
+			created++
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d enqueues reported created", created)
+	}
+	if got := countRuns(t, b.st); got != 1 {
+		t.Fatalf("%d run rows", got)
+	}
+	resp, err := b.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: fmt.Sprintf("WorkflowId = '%s'", WorkflowID(b.t1, "items", "race"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Visibility lags; one execution is the only possible answer once it shows.
+	if resp.GetCount() > 1 {
+		t.Fatalf("%d workflow executions", resp.GetCount())
+	}
+	desc, err := b.tc.DescribeWorkflowExecution(ctx, WorkflowID(b.t1, "items", "race"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _ := b.st.GetRun(ctx, b.t1, results[0].RunID)
+	if desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run.TemporalRunID {
+		t.Fatal("the recorded Temporal run id is not the workflow's only run")
+	}
+}
+
+func TestEnqueueRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	publish(t, b.st, b.t1, "notes", notesGraph)
+	if _, err := b.st.CreateWorkflow(ctx, b.t1, "draft-only", json.RawMessage(itemGraph), "tester"); err != nil {
+		t.Fatal(err)
+	}
+	one, zero := 1, 0
+	nine := 9
+	cases := []struct {
+		name string
+		req  Request
+		tc   Trusted
+		code string
+	}{
+		{"missing idempotency key", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`)}, trusted(b.t1), failure.CodeInvalidRequest},
+		{"long idempotency key", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: strings.Repeat("k", 201)}, trusted(b.t1), failure.CodeInvalidRequest},
+		{"input against schema", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":""}`), IdempotencyKey: "k"}, trusted(b.t1), failure.CodeInvalidInput},
+		{"absent input", Request{WorkflowKey: "items", IdempotencyKey: "k"}, trusted(b.t1), failure.CodeInvalidInput},
+		{"malformed input", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":`), IdempotencyKey: "k"}, trusted(b.t1), failure.CodeInvalidRequest},
+		{"unknown mode", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k", Mode: "fast"}, trusted(b.t1), failure.CodeInvalidRequest},
+		{"simulation", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k", Mode: execution.ModeSimulation}, trusted(b.t1), CodeSimulationUnsupported},
+		{"draft revision", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k", DraftRevision: &one}, trusted(b.t1), CodeSimulationUnsupported},
+		{"live fixtures", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k", Fixtures: json.RawMessage(`{"echo":{}}`)}, trusted(b.t1), failure.CodeInvalidRequest},
+		{"revision zero", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k", Revision: &zero}, trusted(b.t1), failure.CodeInvalidRequest},
+		{"revision that does not exist", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k", Revision: &nine}, trusted(b.t1), failure.CodeNotFound},
+		{"never published", Request{WorkflowKey: "draft-only", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k"}, trusted(b.t1), failure.CodeNotPublished},
+		{"unknown workflow", Request{WorkflowKey: "nope", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k"}, trusted(b.t1), failure.CodeNotFound},
+		{"another tenant's workflow", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k"}, trusted(b.t2), failure.CodeNotFound},
+		{"missing node permission", Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: "k"}, trusted(b.t1, "runs.execute"), failure.CodePermissionDenied},
+		{"untrusted context", Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k"}, Trusted{TenantID: b.t1}, failure.CodeInternal},
+	}
+	for _, c := range cases {
+		_, err := b.starter.Enqueue(ctx, c.req, c.tc)
+		fe := wantCode(t, err, c.code)
+		switch c.code {
+		case failure.CodeInvalidInput:
+			issues, _ := fe.Details["errors"].([]InputIssue)
+			if len(issues) == 0 || fe.Details["node"] != "in" {
+				t.Errorf("%s: details = %#v", c.name, fe.Details)
+			}
+		case failure.CodePermissionDenied:
+			missing, _ := fe.Details["missing"].([]string)
+			nodes, _ := fe.Details["nodes"].(map[string][]string)
+			if len(missing) != 1 || missing[0] != "notes.write" || len(nodes["save"]) != 1 {
+				t.Errorf("%s: details = %#v", c.name, fe.Details)
+			}
+		}
+	}
+	if got := countRuns(t, b.st); got != 0 {
+		t.Fatalf("a refused enqueue left %d run rows", got)
+	}
+	// The same run with the permission is accepted.
+	if _, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: "k"}, trusted(b.t1, "notes.write")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInvalidInputListsEveryError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	publish(t, b.st, b.t1, "items", itemGraph)
+	_, err := b.starter.Enqueue(context.Background(), Request{WorkflowKey: "items", Input: json.RawMessage(`{"n":"x"}`), IdempotencyKey: "k"}, trusted(b.t1))
+	fe := wantCode(t, err, failure.CodeInvalidInput)
+	issues := fe.Details["errors"].([]InputIssue)
+	var paths []string
+	for _, is := range issues {
+		paths = append(paths, is.Path+": "+is.Message)
+	}
+	joined := strings.Join(paths, "; ")
+	if !strings.Contains(joined, "/n: ") || !strings.Contains(joined, "id") {
+		t.Fatalf("issues = %s", joined)
+	}
+}
+
+func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	srv, _ := testinfra.SharedTemporal()
+	// A client on a namespace that does not exist fails every start at once,
+	// like a Temporal outage would, without waiting for dial timeouts.
+	broken, err := client.Dial(client.Options{HostPort: srv.HostPort, Namespace: "no-such-namespace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broken.Close()
+	down, err := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := down.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k"}, trusted(b.t1))
+	if err != nil {
+		t.Fatalf("a failed start must still answer: %v", err)
+	}
+	if !acc.Created || acc.Status != execution.StatusQueued {
+		t.Fatalf("accepted = %+v", acc)
+	}
+	wid := WorkflowID(b.t1, "items", "k")
+	if _, err := b.tc.DescribeWorkflowExecution(ctx, wid, ""); err == nil {
+		t.Fatal("workflow exists though the start failed")
+	}
+
+	// Too young for the sweeper: it must not race the enqueue that is starting it.
+	if n, err := b.starter.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("sweep of a young run: %d, %v", n, err)
+	}
+	if _, err := b.st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '31 seconds'`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.starter.Sweep(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v", n, err)
+	}
+	desc, err := b.tc.DescribeWorkflowExecution(ctx, wid, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _ := b.st.GetRun(ctx, b.t1, acc.RunID)
+	if run.TemporalRunID != desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
+		t.Fatal("sweeper did not record the Temporal run id")
+	}
+	// Sweeping again re-issues an idempotent start: still one execution.
+	if n, err := b.starter.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("second sweep: %d, %v", n, err)
+	}
+	desc2, _ := b.tc.DescribeWorkflowExecution(ctx, wid, "")
+	if desc2.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run.TemporalRunID {
+		t.Fatal("a repeated start made a second execution")
+	}
+
+	// RunSweeper stops with its context.
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { b.starter.RunSweeper(sctx, 10*time.Millisecond); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunSweeper did not stop")
+	}
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	acc, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k"}, trusted(b.t1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := execution.Actor{Kind: "user", Sub: "bob"}
+	wantCode(t, b.starter.Cancel(ctx, b.t2, acc.RunID, by), failure.CodeNotFound)
+	wantCode(t, b.starter.Cancel(ctx, b.t1, "no-such-run", by), failure.CodeNotFound)
+
+	if err := b.starter.Cancel(ctx, b.t1, acc.RunID, by); err != nil {
+		t.Fatal(err)
+	}
+	wid := WorkflowID(b.t1, "items", "k")
+	if !cancelRequested(t, b.tc, wid) {
+		t.Fatal("no cancel request in the workflow history")
+	}
+
+	// A run whose start never happened is started so the interpreter
+	// records the cancellation like any other.
+	if _, err := b.st.Pool.Exec(ctx, `UPDATE runs SET status = 'succeeded' WHERE run_id = $1`, acc.RunID); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, b.starter.Cancel(ctx, b.t1, acc.RunID, by), failure.CodeRunNotActive)
+
+	srv, _ := testinfra.SharedTemporal()
+	broken, err := client.Dial(client.Options{HostPort: srv.HostPort, Namespace: "no-such-namespace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broken.Close()
+	down, _ := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	queued, err := down.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"b"}`), IdempotencyKey: "never-started"}, trusted(b.t1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.starter.Cancel(ctx, b.t1, queued.RunID, by); err != nil {
+		t.Fatal(err)
+	}
+	if !cancelRequested(t, b.tc, WorkflowID(b.t1, "items", "never-started")) {
+		t.Fatal("never-started run was not started and cancelled")
+	}
+}
+
+func cancelRequested(t *testing.T, tc client.Client, workflowID string) bool {
+	t.Helper()
+	it := tc.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLargeInputIsClaimChecked(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	big := fmt.Sprintf(`{"id":"a","pad":%q}`, strings.Repeat("x", MaxInlineInput))
+	acc, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(big), IdempotencyKey: "big"}, trusted(b.t1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist := b.tc.GetWorkflowHistory(ctx, WorkflowID(b.t1, "items", "big"), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	ev, err := hist.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData()
+	if len(payload) > 4096 {
+		t.Fatalf("workflow input is %d bytes; the large input travelled inline", len(payload))
+	}
+	var params execution.RunParams
+	if err := json.Unmarshal(payload, &params); err != nil {
+		t.Fatal(err)
+	}
+	if params.Input.Ref == nil || len(params.Input.Inline) != 0 || params.Input.Ref.NodeID != "in" || params.Input.Ref.Port != "out" {
+		t.Fatalf("input = %+v", params.Input)
+	}
+	v, err := b.st.GetValue(ctx, b.t1, acc.RunID, *params.Input.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ ID, Pad string }
+	if err := json.Unmarshal(v, &got); err != nil || got.ID != "a" || len(got.Pad) != MaxInlineInput {
+		t.Fatalf("stored value: %v %v", len(got.Pad), err)
+	}
+	tooBig := fmt.Sprintf(`{"id":"a","pad":%q}`, strings.Repeat("x", MaxInputBytes))
+	_, err = b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(tooBig), IdempotencyKey: "huge"}, trusted(b.t1))
+	wantCode(t, err, failure.CodeDocumentTooLarge)
+}
+
+func TestWorkflowIDAndInputHash(t *testing.T) {
+	t.Parallel()
+	if WorkflowID("a", "bc", "d") == WorkflowID("ab", "c", "d") {
+		t.Fatal("separator does not separate")
+	}
+	if id := WorkflowID("t", "k", "i"); !strings.HasPrefix(id, "weft-") || len(id) != 5+64 {
+		t.Fatalf("id %s", id)
+	}
+	h1, _ := InputHash(json.RawMessage(`{"b":[1,2.0],"a":"x"}`))
+	h2, _ := InputHash(json.RawMessage(`{ "a":"x", "b":[1.0,2] }`))
+	h3, _ := InputHash(json.RawMessage(`{"a":"y","b":[1,2]}`))
+	if h1 != h2 || h1 == h3 {
+		t.Fatalf("hashes %s %s %s", h1, h2, h3)
+	}
+}

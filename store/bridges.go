@@ -1,0 +1,435 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/weftworks/weft/failure"
+)
+
+// Bridge kinds, as stored in bridge_refusals.bridge_kind and used as the
+// kind of a run's origin.
+const (
+	BridgeSchedule = "schedule"
+	BridgeWebhook  = "webhook"
+)
+
+// ScheduleSpec is when a schedule fires: exactly one of Cron (a Temporal
+// cron expression) and Every (a Go duration such as "5s").
+type ScheduleSpec struct {
+	Cron  string `json:"cron,omitempty"`
+	Every string `json:"every,omitempty"`
+}
+
+// Schedule is one row of schedules.
+type Schedule struct {
+	TenantID    string
+	ScheduleID  string
+	WorkflowKey string
+	Spec        ScheduleSpec
+	Input       json.RawMessage
+	// Paused is the state the schedule was created in; Temporal holds the
+	// live state.
+	Paused bool
+	// CreatedBy is the sub of the configuring user (the service actor's
+	// configuredBy); Scopes is that user's scope snapshot at creation.
+	CreatedBy          string
+	TenantName         string
+	Scopes             []string
+	TemporalScheduleID string
+	CreatedAt          time.Time
+	DeletedAt          *time.Time
+}
+
+// Webhook is one row of webhooks. The secret is kept encrypted; the store
+// never sees it in the clear.
+type Webhook struct {
+	TenantID         string
+	WebhookID        string
+	WorkflowKey      string
+	SecretCiphertext []byte
+	SecretNonce      []byte
+	CreatedBy        string
+	TenantName       string
+	Scopes           []string
+	CreatedAt        time.Time
+	DeletedAt        *time.Time
+}
+
+// BridgeCursor is a keyset position in a schedules or webhooks list, which
+// is ordered by (CreatedAt, ID) ascending.
+type BridgeCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// Refusal is the evidence of a schedule firing or webhook delivery that was
+// refused instead of run.
+type Refusal struct {
+	TenantID   string
+	BridgeKind string
+	BridgeID   string
+	// FiringKey is the idempotency key the run would have had.
+	FiringKey string
+	Code      string
+	Message   string
+	// Missing lists the scopes the service actor lacked, if that was why.
+	Missing   []string
+	Details   json.RawMessage
+	CreatedAt time.Time
+}
+
+// Bridge list page sizes.
+const (
+	DefaultBridgePageSize = 50
+	MaxBridgePageSize     = 200
+)
+
+func bridgeLimit(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultBridgePageSize
+	case n > MaxBridgePageSize+1: // +1: callers ask one extra row to detect a next page
+		return MaxBridgePageSize + 1
+	}
+	return n
+}
+
+// isForeignKeyViolation reports a foreign-key violation (the workflow a
+// bridge names does not exist in the tenant).
+func isForeignKeyViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+}
+
+func nonNilScopes(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// CreateSchedule inserts a schedule. A workflow key the tenant does not have
+// is failure.ErrNotFound.
+func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, error) {
+	if sc.TenantID == "" || sc.ScheduleID == "" || sc.WorkflowKey == "" || sc.CreatedBy == "" || sc.TemporalScheduleID == "" {
+		return Schedule{}, failure.New(failure.CodeInternal, "store: schedule needs tenant, id, workflow key, creator and Temporal id")
+	}
+	if (sc.Spec.Cron == "") == (sc.Spec.Every == "") {
+		return Schedule{}, failure.New(failure.CodeInvalidRequest, "a schedule needs exactly one of cron and every")
+	}
+	spec, err := json.Marshal(sc.Spec)
+	if err != nil {
+		return Schedule{}, err
+	}
+	input := sc.Input
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	row := s.Pool.QueryRow(ctx, `INSERT INTO schedules
+		(tenant_id, schedule_id, workflow_key, spec, input, paused, created_by, tenant_name, scopes, temporal_schedule_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		RETURNING `+scheduleColumns,
+		sc.TenantID, sc.ScheduleID, sc.WorkflowKey, spec, []byte(input), sc.Paused, sc.CreatedBy,
+		sc.TenantName, nonNilScopes(sc.Scopes), sc.TemporalScheduleID)
+	out, err := scanSchedule(row)
+	switch {
+	case isForeignKeyViolation(err):
+		return Schedule{}, failure.ErrNotFound
+	case isUniqueViolation(err):
+		return Schedule{}, failure.New(failure.CodeAlreadyExists, "schedule %q already exists", sc.ScheduleID)
+	case err != nil:
+		return Schedule{}, fmt.Errorf("store: create schedule: %w", err)
+	}
+	return out, nil
+}
+
+const scheduleColumns = `tenant_id, schedule_id, workflow_key, spec, input, paused, created_by, tenant_name,
+	scopes, temporal_schedule_id, created_at, deleted_at`
+
+func scanSchedule(row pgx.Row) (Schedule, error) {
+	var sc Schedule
+	var spec []byte
+	err := row.Scan(&sc.TenantID, &sc.ScheduleID, &sc.WorkflowKey, &spec, &sc.Input, &sc.Paused,
+		&sc.CreatedBy, &sc.TenantName, &sc.Scopes, &sc.TemporalScheduleID, &sc.CreatedAt, &sc.DeletedAt)
+	if err != nil {
+		return Schedule{}, err
+	}
+	if err := json.Unmarshal(spec, &sc.Spec); err != nil {
+		return Schedule{}, fmt.Errorf("store: schedule %s spec: %w", sc.ScheduleID, err)
+	}
+	sc.Scopes = nonNilScopes(sc.Scopes)
+	return sc, nil
+}
+
+// GetSchedule returns a schedule of tenant, deleted or not (DeletedAt
+// tells); another tenant's schedule is failure.ErrNotFound.
+func (s *Store) GetSchedule(ctx context.Context, tenantID, scheduleID string) (Schedule, error) {
+	row := s.Pool.QueryRow(ctx, `SELECT `+scheduleColumns+` FROM schedules
+		WHERE tenant_id = $1 AND schedule_id = $2`, tenantID, scheduleID)
+	sc, err := scanSchedule(row)
+	if err != nil {
+		return Schedule{}, notFound(err)
+	}
+	return sc, nil
+}
+
+// ListSchedules lists the live schedules of a workflow, oldest first,
+// starting after the cursor.
+func (s *Store) ListSchedules(ctx context.Context, tenantID, workflowKey string, after *BridgeCursor, limit int) ([]Schedule, error) {
+	var c BridgeCursor
+	if after != nil {
+		c = *after
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT `+scheduleColumns+` FROM schedules
+		WHERE tenant_id = $1 AND workflow_key = $2 AND deleted_at IS NULL
+		  AND ($3::boolean OR (created_at, schedule_id) > ($4, $5))
+		ORDER BY created_at, schedule_id
+		LIMIT $6`, tenantID, workflowKey, after == nil, c.CreatedAt, c.ID, bridgeLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("store: list schedules: %w", err)
+	}
+	defer rows.Close()
+	out := []Schedule{}
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, rows.Err()
+}
+
+// DeleteSchedule marks a live schedule of (tenant, workflow key) deleted and
+// returns it. A missing, already deleted or foreign schedule is
+// failure.ErrNotFound.
+func (s *Store) DeleteSchedule(ctx context.Context, tenantID, workflowKey, scheduleID string) (Schedule, error) {
+	row := s.Pool.QueryRow(ctx, `UPDATE schedules SET deleted_at = now()
+		WHERE tenant_id = $1 AND workflow_key = $2 AND schedule_id = $3 AND deleted_at IS NULL
+		RETURNING `+scheduleColumns, tenantID, workflowKey, scheduleID)
+	sc, err := scanSchedule(row)
+	if err != nil {
+		return Schedule{}, notFound(err)
+	}
+	return sc, nil
+}
+
+// CreateWebhook inserts a webhook. A workflow key the tenant does not have
+// is failure.ErrNotFound.
+func (s *Store) CreateWebhook(ctx context.Context, w Webhook) (Webhook, error) {
+	if w.TenantID == "" || w.WebhookID == "" || w.WorkflowKey == "" || w.CreatedBy == "" ||
+		len(w.SecretCiphertext) == 0 || len(w.SecretNonce) == 0 {
+		return Webhook{}, failure.New(failure.CodeInternal, "store: webhook needs tenant, id, workflow key, creator and an encrypted secret")
+	}
+	row := s.Pool.QueryRow(ctx, `INSERT INTO webhooks
+		(tenant_id, webhook_id, workflow_key, secret_ciphertext, secret_nonce, created_by, tenant_name, scopes)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		RETURNING `+webhookColumns,
+		w.TenantID, w.WebhookID, w.WorkflowKey, w.SecretCiphertext, w.SecretNonce, w.CreatedBy,
+		w.TenantName, nonNilScopes(w.Scopes))
+	out, err := scanWebhook(row)
+	switch {
+	case isForeignKeyViolation(err):
+		return Webhook{}, failure.ErrNotFound
+	case isUniqueViolation(err):
+		return Webhook{}, failure.New(failure.CodeAlreadyExists, "webhook %q already exists", w.WebhookID)
+	case err != nil:
+		return Webhook{}, fmt.Errorf("store: create webhook: %w", err)
+	}
+	return out, nil
+}
+
+const webhookColumns = `tenant_id, webhook_id, workflow_key, secret_ciphertext, secret_nonce, created_by,
+	tenant_name, scopes, created_at, deleted_at`
+
+func scanWebhook(row pgx.Row) (Webhook, error) {
+	var w Webhook
+	err := row.Scan(&w.TenantID, &w.WebhookID, &w.WorkflowKey, &w.SecretCiphertext, &w.SecretNonce,
+		&w.CreatedBy, &w.TenantName, &w.Scopes, &w.CreatedAt, &w.DeletedAt)
+	if err != nil {
+		return Webhook{}, err
+	}
+	w.Scopes = nonNilScopes(w.Scopes)
+	return w, nil
+}
+
+// LiveWebhook returns the live webhook with id, whatever its tenant (POST
+// /hooks/{id} names no tenant). A missing or deleted webhook is
+// failure.ErrNotFound.
+func (s *Store) LiveWebhook(ctx context.Context, webhookID string) (Webhook, error) {
+	row := s.Pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks
+		WHERE webhook_id = $1 AND deleted_at IS NULL`, webhookID)
+	w, err := scanWebhook(row)
+	if err != nil {
+		return Webhook{}, notFound(err)
+	}
+	return w, nil
+}
+
+// ListWebhooks lists the live webhooks of a workflow, oldest first,
+// starting after the cursor.
+func (s *Store) ListWebhooks(ctx context.Context, tenantID, workflowKey string, after *BridgeCursor, limit int) ([]Webhook, error) {
+	var c BridgeCursor
+	if after != nil {
+		c = *after
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks
+		WHERE tenant_id = $1 AND workflow_key = $2 AND deleted_at IS NULL
+		  AND ($3::boolean OR (created_at, webhook_id) > ($4, $5))
+		ORDER BY created_at, webhook_id
+		LIMIT $6`, tenantID, workflowKey, after == nil, c.CreatedAt, c.ID, bridgeLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("store: list webhooks: %w", err)
+	}
+	defer rows.Close()
+	out := []Webhook{}
+	for rows.Next() {
+		w, err := scanWebhook(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// DeleteWebhook marks a live webhook of (tenant, workflow key) deleted. A
+// missing, already deleted or foreign webhook is failure.ErrNotFound.
+func (s *Store) DeleteWebhook(ctx context.Context, tenantID, workflowKey, webhookID string) error {
+	tag, err := s.Pool.Exec(ctx, `UPDATE webhooks SET deleted_at = now()
+		WHERE tenant_id = $1 AND workflow_key = $2 AND webhook_id = $3 AND deleted_at IS NULL`,
+		tenantID, workflowKey, webhookID)
+	if err != nil {
+		return fmt.Errorf("store: delete webhook: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return failure.ErrNotFound
+	}
+	return nil
+}
+
+// Revoke withdraws scope from every service actor sub configured in
+// tenant. Revoking twice is harmless.
+func (s *Store) Revoke(ctx context.Context, tenantID, sub, scope string) error {
+	if tenantID == "" || sub == "" || scope == "" {
+		return failure.New(failure.CodeInvalidRequest, "a revocation needs tenant, sub and scope")
+	}
+	_, err := s.Pool.Exec(ctx, `INSERT INTO revocations (tenant_id, sub, scope) VALUES ($1, $2, $3)
+		ON CONFLICT DO NOTHING`, tenantID, sub, scope)
+	if err != nil {
+		return fmt.Errorf("store: revoke: %w", err)
+	}
+	return nil
+}
+
+// Unrevoke deletes a revocation row; deleting a missing one is harmless.
+func (s *Store) Unrevoke(ctx context.Context, tenantID, sub, scope string) error {
+	_, err := s.Pool.Exec(ctx, `DELETE FROM revocations WHERE tenant_id = $1 AND sub = $2 AND scope = $3`,
+		tenantID, sub, scope)
+	if err != nil {
+		return fmt.Errorf("store: unrevoke: %w", err)
+	}
+	return nil
+}
+
+// RevokedScopes returns the scopes revoked from sub in tenant, sorted.
+func (s *Store) RevokedScopes(ctx context.Context, tenantID, sub string) ([]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT scope FROM revocations WHERE tenant_id = $1 AND sub = $2 ORDER BY scope`,
+		tenantID, sub)
+	if err != nil {
+		return nil, fmt.Errorf("store: revoked scopes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: revoked scopes: %w", err)
+	}
+	return nonNilScopes(out), nil
+}
+
+// RecordRefusal keeps the evidence of a refused firing or delivery. The
+// first record of (tenant, kind, bridge, firing key) wins, so a retried
+// firing records its refusal once.
+func (s *Store) RecordRefusal(ctx context.Context, r Refusal) error {
+	if r.TenantID == "" || r.BridgeID == "" || r.FiringKey == "" || r.Code == "" {
+		return failure.New(failure.CodeInternal, "store: a refusal needs tenant, bridge, firing key and code")
+	}
+	if r.BridgeKind != BridgeSchedule && r.BridgeKind != BridgeWebhook {
+		return failure.New(failure.CodeInternal, "store: unknown bridge kind %q", r.BridgeKind)
+	}
+	var details []byte
+	if len(r.Details) > 0 {
+		d, err := EvidenceData(r.Details)
+		if err != nil {
+			return fmt.Errorf("store: refusal details: %w", err)
+		}
+		details = d
+	}
+	_, err := s.Pool.Exec(ctx, `INSERT INTO bridge_refusals
+		(tenant_id, bridge_kind, bridge_id, firing_key, code, message, missing, details)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT DO NOTHING`,
+		r.TenantID, r.BridgeKind, r.BridgeID, r.FiringKey, r.Code, r.Message, nonNilScopes(r.Missing), details)
+	if err != nil {
+		return fmt.Errorf("store: record refusal: %w", err)
+	}
+	return nil
+}
+
+const refusalColumns = `tenant_id, bridge_kind, bridge_id, firing_key, code, message, missing, details, created_at`
+
+func scanRefusal(row pgx.CollectableRow) (Refusal, error) {
+	var r Refusal
+	err := row.Scan(&r.TenantID, &r.BridgeKind, &r.BridgeID, &r.FiringKey, &r.Code, &r.Message,
+		&r.Missing, &r.Details, &r.CreatedAt)
+	r.Missing = nonNilScopes(r.Missing)
+	return r, err
+}
+
+// LatestRefusals returns the most recent refusal of each of the bridges ids
+// of kind that has one.
+func (s *Store) LatestRefusals(ctx context.Context, tenantID, kind string, ids []string) (map[string]Refusal, error) {
+	out := map[string]Refusal{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT DISTINCT ON (bridge_id) `+refusalColumns+` FROM bridge_refusals
+		WHERE tenant_id = $1 AND bridge_kind = $2 AND bridge_id = ANY($3)
+		ORDER BY bridge_id, created_at DESC, firing_key DESC`, tenantID, kind, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: latest refusals: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanRefusal)
+	if err != nil {
+		return nil, fmt.Errorf("store: latest refusals: %w", err)
+	}
+	for _, r := range list {
+		out[r.BridgeID] = r
+	}
+	return out, nil
+}
+
+// ListRefusals returns the most recent refusals of one bridge, newest first.
+func (s *Store) ListRefusals(ctx context.Context, tenantID, kind, bridgeID string, limit int) ([]Refusal, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+refusalColumns+` FROM bridge_refusals
+		WHERE tenant_id = $1 AND bridge_kind = $2 AND bridge_id = $3
+		ORDER BY created_at DESC, firing_key DESC
+		LIMIT $4`, tenantID, kind, bridgeID, bridgeLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("store: list refusals: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanRefusal)
+	if err != nil {
+		return nil, fmt.Errorf("store: list refusals: %w", err)
+	}
+	if out == nil {
+		out = []Refusal{}
+	}
+	return out, nil
+}

@@ -1,0 +1,161 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weftworks/weft/failure"
+)
+
+// NotesTool is the ledger tool name of workspace.notes.write@1.
+const NotesTool = "workspace.notes.write@1"
+
+// ErrLedgerConflict marks a ledger key reused with another input. It is
+// wrapped in a failure.Error with code IDEMPOTENCY_CONFLICT; match it with
+// errors.Is. The write fails closed: nothing is written.
+var ErrLedgerConflict = errors.New("store: idempotency key already used with another input")
+
+// Note is one note written by workspace.notes.write@1, with the run and node
+// that wrote it.
+type Note struct {
+	NoteID    string
+	TenantID  string
+	RunID     string
+	NodeID    string
+	Title     string
+	Body      json.RawMessage
+	CreatedAt time.Time
+}
+
+// NoteCursor is a keyset position in the notes list, ordered by
+// (CreatedAt, NoteID) descending.
+type NoteCursor struct {
+	CreatedAt time.Time
+	NoteID    string
+}
+
+// Cursor returns the keyset position just after n, for the next page.
+func (n Note) Cursor() NoteCursor { return NoteCursor{CreatedAt: n.CreatedAt, NoteID: n.NoteID} }
+
+// WriteNoteOnce writes a note exactly once per ledger key: in one
+// transaction it claims (tenant, NotesTool, ledgerKey) in action_ledger bound
+// to inputHash, then inserts the note. A key already claimed with the same
+// input hash returns the first note's id without writing again (a retried or
+// replayed attempt); with another input hash it fails closed with
+// IDEMPOTENCY_CONFLICT (errors.Is(err, ErrLedgerConflict)).
+func (s *Store) WriteNoteOnce(ctx context.Context, tenantID, runID, nodeID, ledgerKey, inputHash, title string, body json.RawMessage) (noteID string, err error) {
+	if tenantID == "" || ledgerKey == "" || inputHash == "" {
+		return "", failure.New(failure.CodeInvalidRequest, "tenant, ledger key and input hash are required")
+	}
+	if !json.Valid(body) {
+		return "", failure.New(failure.CodeInvalidRequest, "note body is not valid JSON")
+	}
+	id, err := uuid.NewV7() // time-ordered, so notes sort by creation within a page
+	if err != nil {
+		return "", err
+	}
+	candidate := id.String()
+	result, err := json.Marshal(map[string]string{"noteId": candidate})
+	if err != nil {
+		return "", err
+	}
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		first, err := claimLedger(ctx, tx, tenantID, NotesTool, ledgerKey, inputHash, result)
+		if err != nil {
+			return err
+		}
+		if first != nil {
+			var r struct {
+				NoteID string `json:"noteId"`
+			}
+			if err := json.Unmarshal(first, &r); err != nil || r.NoteID == "" {
+				return fmt.Errorf("ledger result of %s is not a note: %s", ledgerKey, first)
+			}
+			noteID = r.NoteID
+			return nil
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO notes (note_id, tenant_id, run_id, node_id, title, body)
+			VALUES ($1, $2, $3, $4, $5, $6)`, candidate, tenantID, runID, nodeID, title, []byte(body))
+		if isUnstorableJSON(err) {
+			return failure.Wrap(err, failure.CodeInvalidRequest, "note body cannot be stored: %s", pgMessage(err))
+		}
+		noteID = candidate
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: write note: %w", err)
+	}
+	return noteID, nil
+}
+
+// claimLedger claims (tenant, tool, key) for inputHash with result. It
+// returns nil when this call claimed the key (the caller performs the write
+// in the same transaction), the first result when the key was already claimed
+// with the same input hash, and an IDEMPOTENCY_CONFLICT error when it was
+// claimed with another. Concurrent claimers of one key wait for the first
+// transaction (ON CONFLICT), so exactly one write happens.
+func claimLedger(ctx context.Context, tx pgx.Tx, tenantID, tool, key, inputHash string, result []byte) (json.RawMessage, error) {
+	tag, err := tx.Exec(ctx, `INSERT INTO action_ledger (tenant_id, tool, key, input_hash, result)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, tool, key) DO NOTHING`,
+		tenantID, tool, key, inputHash, result)
+	if err != nil {
+		return nil, fmt.Errorf("claim ledger: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil, nil
+	}
+	var boundHash string
+	var first []byte
+	if err := tx.QueryRow(ctx, `SELECT input_hash, result FROM action_ledger WHERE tenant_id = $1 AND tool = $2 AND key = $3`,
+		tenantID, tool, key).Scan(&boundHash, &first); err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	if boundHash != inputHash {
+		return nil, failure.Wrap(ErrLedgerConflict, failure.CodeIdempotencyConflict,
+			"%s was already called with key %q and another input; refusing to write again", tool, key).
+			WithDetails(map[string]any{"tool": tool, "key": key})
+	}
+	return first, nil
+}
+
+// Page sizes of ListNotes.
+const (
+	DefaultNotePageSize = 50
+	MaxNotePageSize     = 1000
+)
+
+// ListNotes returns the tenant's notes, newest first, one keyset page at a
+// time (before nil is the first page).
+func (s *Store) ListNotes(ctx context.Context, tenantID string, limit int, before *NoteCursor) ([]Note, error) {
+	if limit <= 0 {
+		limit = DefaultNotePageSize
+	}
+	limit = min(limit, MaxNotePageSize)
+	var beforeAt *time.Time
+	var beforeID *string
+	if before != nil {
+		beforeAt, beforeID = &before.CreatedAt, &before.NoteID
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT note_id, tenant_id, run_id, node_id, title, body, created_at FROM notes
+		WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, note_id) < ($2, $3::text))
+		ORDER BY created_at DESC, note_id DESC
+		LIMIT $4`, tenantID, beforeAt, beforeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list notes: %w", err)
+	}
+	notes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Note, error) {
+		var n Note
+		err := r.Scan(&n.NoteID, &n.TenantID, &n.RunID, &n.NodeID, &n.Title, &n.Body, &n.CreatedAt)
+		return n, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list notes: %w", err)
+	}
+	return notes, nil
+}

@@ -1,0 +1,295 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+)
+
+// Run is one row of runs: what was enqueued, by whom, and the projection of
+// its event log (status, output, error, timestamps).
+type Run struct {
+	RunID         string
+	TenantID      string
+	WorkflowKey   string
+	Revision      int
+	DraftRevision *int
+	Checksum      string
+	Mode          string
+	Status        string
+	Input         json.RawMessage
+	InputHash     string
+	Output        json.RawMessage
+	Error         json.RawMessage
+	Origin        execution.Origin
+	Actor         execution.Actor
+	Permissions   []string
+	Fixtures      json.RawMessage
+	WorkflowID    string
+	TemporalRunID string
+	Usage         json.RawMessage
+	CreatedAt     time.Time
+	StartedAt     *time.Time
+	FinishedAt    *time.Time
+}
+
+// RunCursor is a keyset position in the runs list, which is ordered by
+// (CreatedAt, RunID) descending.
+type RunCursor struct {
+	CreatedAt time.Time
+	RunID     string
+}
+
+// Cursor returns the keyset position just after r, for the next page.
+func (r Run) Cursor() RunCursor { return RunCursor{CreatedAt: r.CreatedAt, RunID: r.RunID} }
+
+// RunFilter selects runs of one tenant. Empty fields do not filter.
+type RunFilter struct {
+	WorkflowKey string
+	Status      string
+	// Before returns only runs strictly older than the cursor (the next page).
+	Before *RunCursor
+	// Limit defaults to DefaultRunPageSize and is capped at MaxRunPageSize.
+	Limit int
+}
+
+// Page sizes of ListRuns.
+const (
+	DefaultRunPageSize = 50
+	MaxRunPageSize     = 1000
+)
+
+// runColumns is the column list every run query scans with scanRun.
+const runColumns = `run_id, tenant_id, workflow_key, revision, draft_revision, checksum, mode, status,
+	input, input_hash, output, error, origin, actor, permissions, fixtures, workflow_id,
+	COALESCE(temporal_run_id, ''), usage, created_at, started_at, finished_at`
+
+func scanRun(row pgx.Row) (Run, error) {
+	var r Run
+	var origin, actor []byte
+	err := row.Scan(&r.RunID, &r.TenantID, &r.WorkflowKey, &r.Revision, &r.DraftRevision, &r.Checksum,
+		&r.Mode, &r.Status, &r.Input, &r.InputHash, &r.Output, &r.Error, &origin, &actor,
+		&r.Permissions, &r.Fixtures, &r.WorkflowID, &r.TemporalRunID, &r.Usage,
+		&r.CreatedAt, &r.StartedAt, &r.FinishedAt)
+	if err != nil {
+		return Run{}, err
+	}
+	if err := json.Unmarshal(origin, &r.Origin); err != nil {
+		return Run{}, fmt.Errorf("store: run %s origin: %w", r.RunID, err)
+	}
+	if err := json.Unmarshal(actor, &r.Actor); err != nil {
+		return Run{}, fmt.Errorf("store: run %s actor: %w", r.RunID, err)
+	}
+	if r.Permissions == nil {
+		r.Permissions = []string{}
+	}
+	return r, nil
+}
+
+func collectRuns(rows pgx.Rows) ([]Run, error) {
+	defer rows.Close()
+	out := []Run{}
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// nullJSON stores an empty RawMessage as SQL NULL.
+func nullJSON(r json.RawMessage) any {
+	if len(r) == 0 {
+		return nil
+	}
+	return []byte(r)
+}
+
+// CreateRun persists a run (status queued) together with its idempotency
+// binding (tenant, workflow key, idempotencyKey) in one transaction. When the
+// key is already bound it inserts nothing and returns the bound run with
+// created=false; the caller compares InputHash and Mode to tell a repeated
+// enqueue from an IDEMPOTENCY_CONFLICT.
+//
+// The binding is claimed first with INSERT ... ON CONFLICT DO NOTHING:
+// PostgreSQL makes concurrent claimers of one key wait for the first
+// transaction, so exactly one run row is created however many callers race.
+// The binding's foreign key to runs is deferred to make that order possible.
+func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (run Run, created bool, err error) {
+	if err := validateNewRun(r, idempotencyKey); err != nil {
+		return Run{}, false, err
+	}
+	origin, err := json.Marshal(r.Origin)
+	if err != nil {
+		return Run{}, false, err
+	}
+	actor, err := json.Marshal(r.Actor)
+	if err != nil {
+		return Run{}, false, err
+	}
+	perms := r.Permissions
+	if perms == nil {
+		perms = []string{}
+	}
+	usage := r.Usage
+	if len(usage) == 0 {
+		usage = json.RawMessage(`{}`)
+	}
+
+	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO idempotency_bindings (tenant_id, workflow_key, idempotency_key, run_id, checksum, input_hash, mode)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (tenant_id, workflow_key, idempotency_key) DO NOTHING`,
+			r.TenantID, r.WorkflowKey, idempotencyKey, r.RunID, r.Checksum, r.InputHash, r.Mode)
+		if err != nil {
+			return fmt.Errorf("store: claim idempotency binding: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // bound already; read it after this transaction
+		}
+		run, err = scanRun(tx.QueryRow(ctx, `
+			INSERT INTO runs (run_id, tenant_id, workflow_key, revision, draft_revision, checksum, mode, status,
+				input, input_hash, origin, actor, permissions, fixtures, workflow_id, usage)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12, $13, $14, $15)
+			RETURNING `+runColumns,
+			r.RunID, r.TenantID, r.WorkflowKey, r.Revision, r.DraftRevision, r.Checksum, r.Mode,
+			[]byte(r.Input), r.InputHash, origin, actor, perms, nullJSON(r.Fixtures), r.WorkflowID, []byte(usage)))
+		if isUnstorableJSON(err) {
+			return failure.Wrap(err, failure.CodeInvalidInput, "the run input cannot be stored: %s", pgMessage(err))
+		}
+		if err != nil {
+			return fmt.Errorf("store: insert run: %w", err)
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return Run{}, false, err
+	}
+	if created {
+		return run, true, nil
+	}
+	run, err = scanRun(s.Pool.QueryRow(ctx, `
+		SELECT `+runColumns+` FROM runs WHERE run_id = (
+			SELECT run_id FROM idempotency_bindings
+			WHERE tenant_id = $1 AND workflow_key = $2 AND idempotency_key = $3)`,
+		r.TenantID, r.WorkflowKey, idempotencyKey))
+	if err != nil {
+		return Run{}, false, fmt.Errorf("store: read bound run: %w", notFound(err))
+	}
+	return run, false, nil
+}
+
+// validateNewRun refuses a run that could not be started or audited later.
+func validateNewRun(r Run, idempotencyKey string) error {
+	missing := func(field string) error {
+		return failure.New(failure.CodeInvalidRequest, "run %s is required", field)
+	}
+	switch {
+	case r.RunID == "":
+		return missing("runId")
+	case r.TenantID == "":
+		return missing("tenantId")
+	case r.WorkflowKey == "":
+		return missing("workflowKey")
+	case r.Checksum == "":
+		return missing("checksum")
+	case r.InputHash == "":
+		return missing("inputHash")
+	case r.WorkflowID == "":
+		return missing("workflowId")
+	case idempotencyKey == "":
+		return missing("idempotencyKey")
+	case !json.Valid(r.Input):
+		return failure.New(failure.CodeInvalidRequest, "run input is not valid JSON")
+	case len(r.Fixtures) > 0 && !json.Valid(r.Fixtures):
+		return failure.New(failure.CodeInvalidRequest, "run fixtures are not valid JSON")
+	case len(r.Usage) > 0 && !json.Valid(r.Usage):
+		return failure.New(failure.CodeInvalidRequest, "run usage is not valid JSON")
+	case r.Mode != string(execution.ModeLive) && r.Mode != string(execution.ModeSimulation):
+		return failure.New(failure.CodeInvalidRequest, "run mode %q is not live or simulation", r.Mode)
+	}
+	return nil
+}
+
+// GetRun returns one run of the tenant; another tenant's run is
+// failure.ErrNotFound, exactly like a missing one.
+func (s *Store) GetRun(ctx context.Context, tenantID, runID string) (Run, error) {
+	r, err := scanRun(s.Pool.QueryRow(ctx,
+		`SELECT `+runColumns+` FROM runs WHERE run_id = $1 AND tenant_id = $2`, runID, tenantID))
+	if err != nil {
+		return Run{}, notFound(err)
+	}
+	return r, nil
+}
+
+// ListRuns returns the tenant's runs, newest first, one keyset page at a time.
+func (s *Store) ListRuns(ctx context.Context, tenantID string, f RunFilter) ([]Run, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultRunPageSize
+	}
+	limit = min(limit, MaxRunPageSize)
+	var beforeAt *time.Time
+	var beforeID *string
+	if f.Before != nil {
+		beforeAt, beforeID = &f.Before.CreatedAt, &f.Before.RunID
+	}
+	rows, err := s.Pool.Query(ctx, `
+		SELECT `+runColumns+` FROM runs
+		WHERE tenant_id = $1
+		  AND ($2 = '' OR workflow_key = $2)
+		  AND ($3 = '' OR status = $3)
+		  AND ($4::timestamptz IS NULL OR (created_at, run_id) < ($4, $5::text))
+		ORDER BY created_at DESC, run_id DESC
+		LIMIT $6`,
+		tenantID, f.WorkflowKey, f.Status, beforeAt, beforeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list runs: %w", err)
+	}
+	return collectRuns(rows)
+}
+
+// QueuedRuns returns runs of every tenant still queued after olderThan,
+// oldest first: the sweeper starts their workflows again (the start is
+// idempotent on the workflow id).
+func (s *Store) QueuedRuns(ctx context.Context, olderThan time.Duration, limit int) ([]Run, error) {
+	if limit <= 0 {
+		limit = DefaultRunPageSize
+	}
+	rows, err := s.Pool.Query(ctx, `
+		SELECT `+runColumns+` FROM runs
+		WHERE status = 'queued' AND created_at < now() - $1::bigint * interval '1 microsecond'
+		ORDER BY created_at
+		LIMIT $2`,
+		olderThan.Microseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: queued runs: %w", err)
+	}
+	return collectRuns(rows)
+}
+
+// SetTemporalRunID records the Temporal run id of a run's workflow. The first
+// id is kept: operations address the workflow id, and continue-as-new changes
+// run ids, so later calls are no-ops.
+func (s *Store) SetTemporalRunID(ctx context.Context, runID, temporalRunID string) error {
+	tag, err := s.Pool.Exec(ctx, `
+		UPDATE runs SET temporal_run_id = COALESCE(temporal_run_id, $2), updated_at = now()
+		WHERE run_id = $1`, runID, temporalRunID)
+	if err != nil {
+		return fmt.Errorf("store: set temporal run id: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return failure.ErrNotFound
+	}
+	return nil
+}

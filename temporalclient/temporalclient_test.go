@@ -1,0 +1,187 @@
+package temporalclient_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/weftworks/weft/config"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/temporalclient"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testinfra.StopTemporal()
+	os.Exit(code)
+}
+
+func baseConfig(t *testing.T, env map[string]string) config.Config {
+	t.Helper()
+	cfg, err := config.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// syncBuffer is a log sink safe for the SDK's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func writeKeyPair(t *testing.T) (certPath, keyPath string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "weft-test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certPath, keyPath = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certPath, keyPath
+}
+
+func TestOptions(t *testing.T) {
+	certPath, keyPath := writeKeyPair(t)
+	tests := []struct {
+		name     string
+		env      map[string]string
+		wantTLS  bool
+		wantCred bool
+		wantErr  string
+	}{
+		{name: "plain", env: map[string]string{"TEMPORAL_ADDRESS": "temporal:7233", "TEMPORAL_NAMESPACE": "ns"}},
+		{name: "api key", env: map[string]string{"TEMPORAL_API_KEY": "secret-key"}, wantTLS: true, wantCred: true},
+		{name: "mtls", env: map[string]string{"TEMPORAL_TLS_CERT": certPath, "TEMPORAL_TLS_KEY": keyPath}, wantTLS: true, wantCred: true},
+		{name: "mtls bad files", env: map[string]string{"TEMPORAL_TLS_CERT": keyPath, "TEMPORAL_TLS_KEY": certPath}, wantErr: "load TLS key pair"},
+		{name: "both", env: map[string]string{"TEMPORAL_TLS_CERT": certPath, "TEMPORAL_TLS_KEY": keyPath, "TEMPORAL_API_KEY": "k"}, wantErr: "not both"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(t, tc.env)
+			opts, err := temporalclient.Options(cfg, slog.New(slog.DiscardHandler))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if opts.HostPort != cfg.TemporalAddress || opts.Namespace != cfg.TemporalNamespace {
+				t.Errorf("address/namespace = %s/%s", opts.HostPort, opts.Namespace)
+			}
+			if (opts.ConnectionOptions.TLS != nil) != tc.wantTLS {
+				t.Errorf("TLS = %v, want %v", opts.ConnectionOptions.TLS != nil, tc.wantTLS)
+			}
+			if (opts.Credentials != nil) != tc.wantCred {
+				t.Errorf("credentials = %v, want %v", opts.Credentials != nil, tc.wantCred)
+			}
+			if opts.Logger == nil {
+				t.Error("no SDK logger: SDK logs would not be JSON")
+			}
+		})
+	}
+}
+
+func TestDialDevServer(t *testing.T) {
+	srv, err := testinfra.SharedTemporal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	cfg := baseConfig(t, map[string]string{"TEMPORAL_ADDRESS": srv.HostPort})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := temporalclient.Dial(ctx, cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// Every line is JSON, including the SDK's own.
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("log line is not JSON: %s", line)
+		}
+	}
+	if !strings.Contains(logs.String(), `"auth":"none"`) {
+		t.Errorf("connection log missing: %s", logs.String())
+	}
+}
+
+// TestAPIKeyNeverLogged dials the plaintext dev server with an API key (so
+// TLS fails) and checks the key shows up in neither the error nor the logs.
+func TestAPIKeyNeverLogged(t *testing.T) {
+	srv, err := testinfra.SharedTemporal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "weft-test-api-key-do-not-log-me"
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg := baseConfig(t, map[string]string{"TEMPORAL_ADDRESS": srv.HostPort, "TEMPORAL_API_KEY": key})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := temporalclient.Dial(ctx, cfg, logger)
+	if err == nil {
+		c.Close()
+		t.Fatal("TLS dial to a plaintext server succeeded")
+	}
+	if strings.Contains(err.Error(), key) || strings.Contains(logs.String(), key) {
+		t.Fatalf("API key leaked: err=%v logs=%s", err, logs.String())
+	}
+}

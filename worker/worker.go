@@ -1,0 +1,120 @@
+// Package worker is weft's Temporal worker wiring, one function deep:
+// config → pgx pool → Temporal client → worker.New on the task queue →
+// register the interpreter workflow and the activities → run until the
+// context is done. `weft worker` calls Run; `weft dev` calls Serve with the
+// connections it shares with the API.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/weftworks/weft/config"
+	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/temporalclient"
+)
+
+// StickyScheduleToStartTimeout is how long the server waits for the worker
+// that cached a workflow (its sticky queue) before handing the next workflow
+// task to any worker. The SDK default is 5 s: measured on the dev server, a
+// worker killed mid-run delayed the next step of its runs by ~5 s. weft's
+// workflow tasks are short and the interpreter replays cheaply, so losing the
+// cache costs little; 1 s (the setting's resolution) bounds the stall.
+const StickyScheduleToStartTimeout = time.Second
+
+// searchAttributeTimeout bounds the search attribute check at start.
+const searchAttributeTimeout = 10 * time.Second
+
+// Deps are the connections a worker runs on.
+type Deps struct {
+	Config   config.Config
+	Store    *store.Store
+	Temporal client.Client
+	Logger   *slog.Logger
+}
+
+// Options are the worker options every weft worker uses.
+func Options(logger *slog.Logger) sdkworker.Options {
+	return sdkworker.Options{
+		StickyScheduleToStartTimeout: StickyScheduleToStartTimeout,
+		OnFatalError: func(err error) {
+			logger.Error("temporal worker stopped by a fatal error", "err", err)
+		},
+	}
+}
+
+// Run is `weft worker`: it opens the pool and the Temporal client from cfg,
+// serves until ctx is done, and closes them.
+func Run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Ping(ctx); err != nil {
+		return fmt.Errorf("worker: postgres: %w", err)
+	}
+	tc, err := temporalclient.Dial(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	return Serve(ctx, Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger})
+}
+
+// Serve registers missing search attributes where the server allows it,
+// builds the worker on the task queue, registers the interpreter and the
+// activities, and runs it until ctx is done (then stops it gracefully) or it
+// fails.
+func Serve(ctx context.Context, d Deps) error {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	log := d.Logger.With("component", "worker", "taskQueue", d.Config.TaskQueue, "namespace", d.Config.TemporalNamespace)
+	EnsureSearchAttributes(ctx, d.Temporal, d.Config.TemporalNamespace, log)
+
+	w := sdkworker.New(d.Temporal, d.Config.TaskQueue, Options(log))
+	if err := Register(w, d); err != nil {
+		return err
+	}
+	interrupt := make(chan any)
+	go func() {
+		<-ctx.Done()
+		close(interrupt)
+	}()
+	log.Info("worker starting")
+	if err := w.Run(interrupt); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if ctx.Err() == nil {
+		// Run returns early only when the worker failed for good.
+		return fmt.Errorf("worker: stopped before shutdown was requested")
+	}
+	log.Info("worker stopped")
+	return nil
+}
+
+// EnsureSearchAttributes registers weft's search attributes when the
+// namespace lacks them and the server allows it (a dev server or a
+// self-hosted cluster does; Temporal Cloud needs them added as a setup
+// step). A failure is logged, never fatal: /readyz reports what is missing.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, searchAttributeTimeout)
+	defer cancel()
+	added, err := devserver.RegisterSearchAttributes(ctx, c, namespace)
+	if len(added) > 0 {
+		log.Info("registered search attributes", "added", added)
+	}
+	if err != nil {
+		log.Warn("could not register search attributes; register them as a setup step (see README)", "err", err)
+	}
+}

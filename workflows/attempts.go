@@ -1,0 +1,84 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+)
+
+// defaultNodeTimeout applies when a plan leaves TimeoutMs unset (the
+// compiler normally fills it in).
+const defaultNodeTimeout = 60 * time.Second
+
+// maxHeartbeatTimeout: a crashed worker's attempt is noticed within this (SPEC §5).
+const maxHeartbeatTimeout = 30 * time.Second
+
+// beginAttempt marks an attempt decided and records it; the activity is
+// started by schedule, after the flush.
+func (i *interpreter) beginAttempt(n *node, attempt int) {
+	n.state.Status, n.state.Attempt = execution.NodeRunning, attempt
+	n.state.RetryAt = nil
+	n.due, n.start = false, true
+	i.record(execution.EventNodeStarted, n, execution.EventData{Kind: n.plan.Kind})
+}
+
+// isLocal: gates, validators and merges are cheap and deterministic in
+// their inputs, so they run as local activities (one marker, no task
+// round trip); agents and actions are real work with heartbeats.
+func isLocal(k graph.Kind) bool {
+	return k == graph.KindGate || k == graph.KindValidator || k == graph.KindMerge
+}
+
+// startAttempt starts one attempt as an activity on its own cancellable
+// context, so siblings can be cancelled one by one.
+func (i *interpreter) startAttempt(n *node) {
+	in := execution.NodeInput{
+		TenantID:    i.p.TenantID,
+		RunID:       i.p.RunID,
+		WorkflowKey: i.p.WorkflowKey,
+		Checksum:    i.p.Checksum,
+		Mode:        i.p.Mode,
+		NodeID:      n.plan.ID,
+		Kind:        n.plan.Kind,
+		Attempt:     n.state.Attempt,
+		Inputs:      i.inputValues(n),
+		Actor:       i.p.Actor,
+		Permissions: i.p.Permissions,
+		TenantName:  i.p.TenantName,
+		// The run's origin, stable across attempts and continue-as-new.
+		RunStartedAt: i.runStart,
+	}
+	if i.simulation {
+		in.VirtualNow = i.virtualNow()
+	}
+	timeout := time.Duration(n.plan.TimeoutMs) * time.Millisecond
+	if timeout <= 0 {
+		timeout = defaultNodeTimeout
+	}
+	// Temporal never retries an attempt: the interpreter does (retry.go).
+	once := &temporal.RetryPolicy{MaximumAttempts: 1}
+
+	ctx, cancel := workflow.WithCancel(i.work)
+	if isLocal(n.plan.Kind) {
+		ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: timeout,
+			RetryPolicy:         once,
+			Summary:             n.plan.Summary,
+		})
+		n.future = workflow.ExecuteLocalActivity(ctx, execution.ActivityRunLocalNode, in)
+	} else {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: timeout,
+			HeartbeatTimeout:    min(maxHeartbeatTimeout, timeout),
+			RetryPolicy:         once,
+			WaitForCancellation: true,
+			Summary:             n.plan.Summary,
+		})
+		n.future = workflow.ExecuteActivity(ctx, execution.ActivityRunNode, in)
+	}
+	n.cancel, n.cancelRequested = cancel, false
+}

@@ -1,0 +1,293 @@
+package workflows
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/internal/testinfra"
+)
+
+var record = flag.Bool("record", false, "write the dev-server histories to testdata/ for TestReplay")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	testinfra.StopTemporal()
+	os.Exit(code)
+}
+
+// devScenario is one representative graph run against the real dev server.
+type devScenario struct {
+	name   string
+	desc   string
+	steps  map[string][]step
+	mode   execution.Mode
+	force  int      // ForceContinueAsNewAfterEvents
+	cancel []string // cancel the run once these nodes' attempts have begun
+	status string
+	want   []string // event descriptions in order (nil: checked by check)
+	check  func(t *testing.T, events []string)
+}
+
+var devScenarios = []devScenario{
+	{
+		name: "diamond", desc: diamond, status: execution.StatusSucceeded,
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>g.in", "node.started g",
+			"node.completed g", "edge.dead g.fail>c.in", "edge.taken g.pass>b.in",
+			"node.skipped c DEAD_INPUT", "edge.dead c.out>m.right", "node.started b",
+			"node.completed b", "edge.taken b.out>m.left", "node.started m",
+			"node.completed m", "edge.taken m.out>out.in", "node.started out", "node.completed out", "run.succeeded",
+		},
+	},
+	{
+		name: "retry", status: execution.StatusSucceeded,
+		desc: `
+in  input
+a   action in=in.out retry=3,100,2,0
+out output in=a.out
+`,
+		steps: map[string][]step{"a": {{fail: execution.ErrActionFailed}, {fail: execution.ErrActionFailed}, {}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+			"node.attempt.failed a", "node.retry.scheduled a", "node.started a#2",
+			"node.attempt.failed a#2", "node.retry.scheduled a#2", "node.started a#3",
+			"node.completed a#3", "edge.taken a.out>out.in", "node.started out", "node.completed out", "run.succeeded",
+		},
+	},
+	{
+		name: "node-failed", status: execution.StatusFailed,
+		desc: `
+in  input
+a   action in=in.out retry=2,50,2,0
+b   action in=in.out
+m   merge  x=a.out y=b.out
+out output in=m.out
+`,
+		steps: map[string][]step{"a": {{fail: execution.ErrActionFailed}}, "b": {{block: true}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "edge.taken in.out>b.in",
+			"node.started a", "node.started b", "node.attempt.failed a", "node.retry.scheduled a", "node.started a#2",
+			"node.attempt.failed a#2", "node.failed a#2", "node.skipped m CANCELLED", "node.skipped out CANCELLED",
+			"node.cancel.acknowledged b", "run.failed",
+		},
+	},
+	{
+		name: "first-output-wins", status: execution.StatusSucceeded,
+		desc: `
+in      input
+fast    action in=in.out
+slow    action in=in.out
+aSlow   output in=slow.out
+bFast   output in=fast.out
+`,
+		steps: map[string][]step{"slow": {{block: true}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>fast.in", "edge.taken in.out>slow.in",
+			"node.started fast", "node.started slow", "node.completed fast", "edge.taken fast.out>bFast.in",
+			"node.started bFast", "node.completed bFast", "node.skipped aSlow SETTLED", "node.cancel.acknowledged slow",
+			"run.succeeded",
+		},
+	},
+	{
+		name: "continue-as-new", desc: linear, force: 5, status: execution.StatusSucceeded,
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+			"node.completed a", "edge.taken a.out>b.in", "run.continued",
+			"node.started b", "node.completed b", "edge.taken b.out>out.in", "node.started out", "node.completed out",
+			"run.succeeded",
+		},
+	},
+	{
+		name: "simulation", mode: execution.ModeSimulation, status: execution.StatusSucceeded,
+		desc: `
+in  input
+a   action in=in.out retry=3,120000,2,0
+out output in=a.out
+`,
+		steps: map[string][]step{"a": {{fail: execution.ErrActionFailed}, {fail: execution.ErrActionFailed}, {durationMs: 5000}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+			"node.attempt.failed a", "node.retry.scheduled a", "node.started a#2",
+			"node.attempt.failed a#2", "node.retry.scheduled a#2", "node.started a#3",
+			"node.completed a#3", "edge.taken a.out>out.in", "node.started out", "node.completed out", "run.succeeded",
+		},
+	},
+	{
+		// Real cancellation semantics (the test environment resolves a
+		// cancelled activity at once): one attempt acknowledges, one returns
+		// a result instead (late, kept as evidence), one ignores the request
+		// past the 30 s grace (unacknowledged).
+		name: "cancel", status: execution.StatusCancelled, cancel: []string{"ack", "hang", "late"},
+		desc: `
+in   input
+ack  action in=in.out timeout=60000
+hang action in=in.out timeout=60000
+late action in=in.out timeout=60000
+m    merge  a=ack.out b=hang.out c=late.out
+out  output in=m.out
+`,
+		steps: map[string][]step{"ack": {{block: true}}, "hang": {{hang: true}}, "late": {{late: true}}},
+		check: func(t *testing.T, events []string) {
+			require.Equal(t, []string{
+				"run.started", "node.started in", "node.completed in", "edge.taken in.out>ack.in",
+				"edge.taken in.out>hang.in", "edge.taken in.out>late.in",
+				"node.started ack", "node.started hang", "node.started late",
+				"run.cancel.requested", "node.skipped m CANCELLED", "node.skipped out CANCELLED",
+			}, events[:12])
+			// ack and late settle in whichever order the worker reports them.
+			settled := append([]string(nil), events[12:14]...)
+			sort.Strings(settled)
+			require.Equal(t, []string{"node.cancel.acknowledged ack", "node.late.result late"}, settled)
+			require.Equal(t, []string{"node.cancel.unacknowledged hang", "run.cancelled"}, events[14:])
+		},
+	},
+}
+
+// TestDevServer runs representative graphs on the real dev server with an
+// in-process worker and fake activities, checks their events, replays each
+// fresh history, and with -record writes the histories to testdata/.
+func TestDevServer(t *testing.T) {
+	srv, err := testinfra.SharedTemporal()
+	require.NoError(t, err)
+	// Errors only: the hanging fake's heartbeats after the run closed warn by design.
+	quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	c, err := client.Dial(client.Options{HostPort: srv.HostPort, Namespace: "default", Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+
+	for _, sc := range devScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			histories := runOnDevServer(t, c, sc)
+			for k, h := range histories {
+				replayer := worker.NewWorkflowReplayer()
+				Register(replayer)
+				require.NoError(t, replayer.ReplayWorkflowHistory(nil, h), "replay %s run %d", sc.name, k+1)
+				if *record {
+					writeHistory(t, sc.name, k, len(histories), h)
+				}
+			}
+		})
+	}
+}
+
+func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.History {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	unique := fmt.Sprintf("%s-%d", sc.name, time.Now().UnixNano())
+	queue := "weft-test-" + unique
+
+	f := newFakes(t, parsePlan(t, sc.desc), sc.steps)
+	w := worker.New(c, queue, worker.Options{
+		// Deliver cancellations to heartbeating fakes promptly.
+		MaxHeartbeatThrottleInterval:     200 * time.Millisecond,
+		DefaultHeartbeatThrottleInterval: 200 * time.Millisecond,
+	})
+	Register(w)
+	f.register(w)
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	defer f.releaseAll() // let a hanging fake return before the worker stops
+
+	p := testParams(sc.mode)
+	if p.Mode == "" {
+		p.Mode = execution.ModeLive
+	}
+	p.RunID = "run-" + sc.name
+	p.ForceContinueAsNewAfterEvents = sc.force
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "weft-test-" + unique, TaskQueue: queue},
+		execution.WorkflowName, p)
+	require.NoError(t, err)
+	firstRunID := run.GetRunID() // Get follows continue-as-new and moves GetRunID along
+
+	if len(sc.cancel) > 0 {
+		require.Eventually(t, func() bool {
+			for _, id := range sc.cancel {
+				if len(f.nodeInputs(id)) == 0 {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second, 20*time.Millisecond)
+		require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), ""))
+	}
+
+	var out execution.Value
+	err = run.Get(ctx, &out)
+	switch sc.status {
+	case execution.StatusSucceeded:
+		require.NoError(t, err)
+	case execution.StatusCancelled:
+		var canceled *temporal.CanceledError
+		require.ErrorAs(t, err, &canceled)
+	default:
+		requireAppError(t, err, execution.RunErrNodeFailed)
+	}
+
+	var events []string
+	for _, e := range f.events() {
+		events = append(events, describe(e))
+	}
+	if sc.want != nil {
+		require.Equal(t, sc.want, events)
+	}
+	if sc.check != nil {
+		sc.check(t, events)
+	}
+	checkLog(t, f, p.RunID, 1, sc.status)
+
+	// Follow the continue-as-new chain: one history per execution.
+	var histories []*historypb.History
+	runID := firstRunID
+	for runID != "" {
+		h := fetchHistory(ctx, t, c, run.GetID(), runID)
+		histories = append(histories, h)
+		runID = ""
+		if last := h.Events[len(h.Events)-1]; last.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW {
+			runID = last.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		}
+	}
+	if sc.force > 0 {
+		require.Len(t, histories, 2)
+	}
+	return histories
+}
+
+func fetchHistory(ctx context.Context, t *testing.T, c client.Client, workflowID, runID string) *historypb.History {
+	it := c.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(t, err)
+		h.Events = append(h.Events, e)
+	}
+	return h
+}
+
+func writeHistory(t *testing.T, name string, k, n int, h *historypb.History) {
+	if n > 1 {
+		name = fmt.Sprintf("%s-%d", name, k+1)
+	}
+	raw, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll("testdata", 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join("testdata", name+".json"), append(raw, '\n'), 0o644))
+}

@@ -1,0 +1,454 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+)
+
+// parsePlan builds a graph.Plan from a compact description, one node per
+// line in compiled order:
+//
+//	id kind [inPort=node.port ...] [retry=max,initialMs,backoff,maxMs] [timeout=ms]
+//
+// Output ports follow from the kind; their targets from the other lines.
+func parsePlan(t testing.TB, desc string) graph.Plan {
+	t.Helper()
+	plan := graph.Plan{Checksum: "sha256-test"}
+	for _, line := range strings.Split(strings.TrimSpace(desc), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		require.GreaterOrEqual(t, len(f), 2, "line %q", line)
+		n := graph.PlanNode{
+			ID: f[0], Kind: graph.Kind(f[1]), Index: len(plan.Nodes),
+			Retry:     graph.Retry{MaxAttempts: 1, InitialIntervalMs: 1000, Backoff: 2},
+			TimeoutMs: 30000,
+			Summary:   f[0] + " · " + f[1],
+		}
+		for _, arg := range f[2:] {
+			k, v, ok := strings.Cut(arg, "=")
+			require.True(t, ok, "argument %q", arg)
+			switch k {
+			case "retry":
+				p := strings.Split(v, ",")
+				require.Len(t, p, 4, "retry %q", v)
+				n.Retry.MaxAttempts, _ = strconv.Atoi(p[0])
+				n.Retry.InitialIntervalMs, _ = strconv.Atoi(p[1])
+				n.Retry.Backoff, _ = strconv.ParseFloat(p[2], 64)
+				n.Retry.MaxIntervalMs, _ = strconv.Atoi(p[3])
+			case "timeout":
+				n.TimeoutMs, _ = strconv.Atoi(v)
+			default:
+				node, port, ok := strings.Cut(v, ".")
+				require.True(t, ok, "source %q", v)
+				n.Inputs = append(n.Inputs, graph.PlanInput{Port: k, FromNode: node, FromPort: port})
+			}
+		}
+		sort.Slice(n.Inputs, func(a, b int) bool { return n.Inputs[a].Port < n.Inputs[b].Port })
+		for _, port := range outputPorts(n.Kind) {
+			n.Outputs = append(n.Outputs, graph.PlanOutput{Port: port})
+		}
+		plan.Nodes = append(plan.Nodes, n)
+	}
+	for _, target := range plan.Nodes {
+		for _, in := range target.Inputs {
+			found := false
+			for k := range plan.Nodes {
+				src := &plan.Nodes[k]
+				for o := range src.Outputs {
+					if src.ID == in.FromNode && src.Outputs[o].Port == in.FromPort {
+						src.Outputs[o].To = append(src.Outputs[o].To, graph.PortRef{Node: target.ID, Port: in.Port})
+						found = true
+					}
+				}
+			}
+			require.True(t, found, "%s.%s feeds nothing known", in.FromNode, in.FromPort)
+		}
+	}
+	for k := range plan.Nodes {
+		for _, o := range plan.Nodes[k].Outputs {
+			sort.Slice(o.To, func(a, b int) bool {
+				return o.To[a].Node+"."+o.To[a].Port < o.To[b].Node+"."+o.To[b].Port
+			})
+		}
+	}
+	return plan
+}
+
+func outputPorts(k graph.Kind) []string {
+	switch k {
+	case graph.KindOutput:
+		return nil
+	case graph.KindGate, graph.KindValidator, graph.KindAgentDecision:
+		return []string{"fail", "pass"}
+	default:
+		return []string{"out"}
+	}
+}
+
+// step is what a fake node does on one attempt (the last one repeats).
+type step struct {
+	port       string        // fired port; default by kind
+	value      string        // JSON value; default echoes the input (merge: object by port)
+	fail       string        // ApplicationError type: the attempt fails with it
+	permanent  bool          // the failure is non-retryable
+	wait       time.Duration // real time the attempt takes
+	block      bool          // heartbeat until cancelled, then acknowledge
+	late       bool          // heartbeat until cancelled, then return a result anyway
+	hang       bool          // heartbeat and ignore cancellation until the test releases it
+	durationMs int64         // simulated duration
+}
+
+// fakes are the activities, registered by name, driven by a step table.
+type fakes struct {
+	plan    graph.Plan
+	steps   map[string][]step
+	release chan struct{}
+
+	mu       sync.Mutex
+	appends  []execution.AppendEventsInput
+	inputs   []execution.NodeInput
+	problems []string
+}
+
+type activityRegistry interface {
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+func newFakes(t testing.TB, plan graph.Plan, steps map[string][]step) *fakes {
+	f := &fakes{plan: plan, steps: steps, release: make(chan struct{})}
+	t.Cleanup(f.releaseAll)
+	return f
+}
+
+func (f *fakes) releaseAll() {
+	select {
+	case <-f.release:
+	default:
+		close(f.release)
+	}
+}
+
+func (f *fakes) register(r activityRegistry) {
+	r.RegisterActivityWithOptions(f.loadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
+	r.RegisterActivityWithOptions(f.appendEvents, activity.RegisterOptions{Name: execution.ActivityAppendEvents})
+	r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: execution.ActivityRunNode})
+	r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
+}
+
+func (f *fakes) loadPlan(_ context.Context, in execution.LoadPlanInput) (graph.Plan, error) {
+	if in.Checksum != f.plan.Checksum {
+		return graph.Plan{}, temporal.NewNonRetryableApplicationError("no such plan", execution.ErrPlanNotFound, nil)
+	}
+	return f.plan, nil
+}
+
+func (f *fakes) appendEvents(_ context.Context, in execution.AppendEventsInput) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.appends = append(f.appends, in)
+	return nil
+}
+
+func (f *fakes) problem(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.problems = append(f.problems, fmt.Sprintf(format, args...))
+}
+
+// runNode checks that the attempt's node.started was appended before the
+// attempt began (flush before schedule), then plays the step.
+func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
+	f.mu.Lock()
+	f.inputs = append(f.inputs, in)
+	announced := false
+	for _, a := range f.appends {
+		for _, e := range a.Events {
+			announced = announced || (e.Type == execution.EventNodeStarted && e.NodeID == in.NodeID && e.Attempt == in.Attempt)
+		}
+	}
+	f.mu.Unlock()
+	if !announced {
+		f.problem("%s attempt %d began before its node.started was appended", in.NodeID, in.Attempt)
+	}
+
+	s := f.stepFor(in.NodeID, in.Attempt)
+	if s.wait > 0 {
+		select {
+		case <-time.After(s.wait):
+		case <-ctx.Done():
+			return execution.NodeResult{}, ctx.Err()
+		}
+	}
+	switch {
+	case s.block:
+		if err := heartbeatUntil(ctx, ctx.Done()); err != nil {
+			return execution.NodeResult{}, err
+		}
+		return execution.NodeResult{}, ctx.Err()
+	case s.late:
+		if err := heartbeatUntil(ctx, ctx.Done()); err != nil {
+			return execution.NodeResult{}, err
+		}
+	case s.hang:
+		_ = heartbeatUntil(ctx, f.release)
+	}
+	if s.fail != "" {
+		return execution.NodeResult{}, temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("%s attempt %d failed", in.NodeID, in.Attempt), s.fail,
+			temporal.ApplicationErrorOptions{NonRetryable: s.permanent, Details: []any{execution.FailureDetails{DurationMs: s.durationMs}}})
+	}
+	res := defaultResult(in)
+	if s.port != "" {
+		res.Port = s.port
+	}
+	if s.value != "" {
+		res.Value = execution.Value{Inline: json.RawMessage(s.value)}
+	}
+	res.DurationMs = s.durationMs
+	return res, nil
+}
+
+// heartbeatUntil heartbeats (so Temporal can deliver a cancellation) until done closes.
+func heartbeatUntil(ctx context.Context, done <-chan struct{}) error {
+	for {
+		activity.RecordHeartbeat(ctx)
+		select {
+		case <-done:
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (f *fakes) stepFor(nodeID string, attempt int) step {
+	steps := f.steps[nodeID]
+	if len(steps) == 0 {
+		return step{}
+	}
+	return steps[min(attempt, len(steps))-1]
+}
+
+func defaultResult(in execution.NodeInput) execution.NodeResult {
+	switch in.Kind {
+	case graph.KindMerge:
+		obj := map[string]json.RawMessage{}
+		for port, v := range in.Inputs {
+			obj[port] = v.Inline
+		}
+		raw, _ := json.Marshal(obj)
+		return execution.NodeResult{Port: "out", Value: execution.Value{Inline: raw}}
+	case graph.KindGate, graph.KindValidator, graph.KindAgentDecision:
+		return execution.NodeResult{Port: "pass", Value: in.Inputs["in"]}
+	default:
+		return execution.NodeResult{Port: "out", Value: in.Inputs["in"]}
+	}
+}
+
+// events returns every appended event in order.
+func (f *fakes) events() []execution.EventDraft {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []execution.EventDraft
+	for _, a := range f.appends {
+		out = append(out, a.Events...)
+	}
+	return out
+}
+
+// flushes describes the appended events with "--" between flushes.
+func (f *fakes) flushes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for k, a := range f.appends {
+		if k > 0 {
+			out = append(out, "--")
+		}
+		for _, e := range a.Events {
+			out = append(out, describe(e))
+		}
+	}
+	return out
+}
+
+func (f *fakes) nodeInputs(nodeID string) []execution.NodeInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []execution.NodeInput
+	for _, in := range f.inputs {
+		if in.NodeID == nodeID {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// describe renders an event for sequence assertions: type, node (#attempt
+// when > 1), edge ends, skip reason.
+func describe(e execution.EventDraft) string {
+	var d execution.EventData
+	_ = json.Unmarshal(e.Data, &d)
+	switch {
+	case strings.HasPrefix(e.Type, "edge."):
+		return e.Type + " " + d.From + ">" + d.To
+	case e.Type == execution.EventNodeSkipped:
+		return e.Type + " " + e.NodeID + " " + d.Reason
+	case e.NodeID != "":
+		s := e.Type + " " + e.NodeID
+		if e.Attempt > 1 {
+			s += fmt.Sprintf("#%d", e.Attempt)
+		}
+		return s
+	default:
+		return e.Type
+	}
+}
+
+func eventData(t testing.TB, e execution.EventDraft) execution.EventData {
+	t.Helper()
+	var d execution.EventData
+	require.NoError(t, json.Unmarshal(e.Data, &d), "event %s data %s", e.Key, e.Data)
+	return d
+}
+
+func findEvent(t testing.TB, events []execution.EventDraft, typ, nodeID string, attempt int) execution.EventDraft {
+	t.Helper()
+	for _, e := range events {
+		if e.Type == typ && e.NodeID == nodeID && e.Attempt == attempt {
+			return e
+		}
+	}
+	require.Failf(t, "event not found", "%s %s#%d", typ, nodeID, attempt)
+	return execution.EventDraft{}
+}
+
+// checkLog asserts what must hold for every run's appends: contiguous
+// ordinals from firstOrdinal, well-formed unique keys, non-decreasing At, the
+// run update on the first and last flush, one terminal event, last.
+func checkLog(t testing.TB, f *fakes, runID string, firstOrdinal int, wantStatus string) {
+	t.Helper()
+	f.mu.Lock()
+	appends := append([]execution.AppendEventsInput(nil), f.appends...)
+	problems := append([]string(nil), f.problems...)
+	f.mu.Unlock()
+	require.Empty(t, problems)
+	require.NotEmpty(t, appends)
+
+	seen := map[string]bool{}
+	ordinal := firstOrdinal
+	var last time.Time
+	var all []execution.EventDraft
+	for _, a := range appends {
+		require.Equal(t, runID, a.RunID)
+		for _, e := range a.Events {
+			all = append(all, e)
+			require.False(t, seen[e.Key], "duplicate key %s", e.Key)
+			seen[e.Key] = true
+			node := e.NodeID
+			if node == "" {
+				node = "-"
+			}
+			require.Equal(t, fmt.Sprintf("%s/%s/%d/%s/%d", runID, node, e.Attempt, e.Type, ordinal), e.Key)
+			require.False(t, e.At.Before(last), "event %s goes back in time", e.Key)
+			require.True(t, json.Valid(e.Data), "event %s data", e.Key)
+			last = e.At
+			ordinal++
+		}
+	}
+	if firstOrdinal == 1 {
+		require.NotNil(t, appends[0].Run)
+		require.Equal(t, execution.StatusRunning, appends[0].Run.Status)
+		require.Equal(t, execution.EventRunStarted, all[0].Type)
+	}
+	terminal := map[string]string{
+		execution.EventRunSucceeded: execution.StatusSucceeded,
+		execution.EventRunFailed:    execution.StatusFailed,
+		execution.EventRunCancelled: execution.StatusCancelled,
+		execution.EventRunContinued: "",
+	}
+	for k, e := range all {
+		if _, ok := terminal[e.Type]; ok && e.Type != execution.EventRunContinued {
+			require.Equal(t, len(all)-1, k, "%s is not the last event", e.Type)
+		}
+	}
+	for _, a := range appends {
+		for k, e := range a.Events {
+			if e.Type == execution.EventRunContinued {
+				require.Equal(t, len(a.Events)-1, k, "run.continued is not the last event of its execution")
+			}
+		}
+	}
+	end := all[len(all)-1]
+	status, ok := terminal[end.Type]
+	require.True(t, ok, "last event %s is not terminal", end.Type)
+	require.Equal(t, wantStatus, status)
+	if status != "" {
+		lastAppend := appends[len(appends)-1]
+		require.NotNil(t, lastAppend.Run)
+		require.Equal(t, status, lastAppend.Run.Status)
+	}
+}
+
+// wfTest runs the interpreter in the SDK's test environment with fakes.
+type wfTest struct {
+	t   *testing.T
+	env *testsuite.TestWorkflowEnvironment
+	f   *fakes
+}
+
+func newWF(t *testing.T, desc string, steps map[string][]step) *wfTest {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(20 * time.Second)
+	Register(env)
+	f := newFakes(t, parsePlan(t, desc), steps)
+	f.register(env)
+	return &wfTest{t: t, env: env, f: f}
+}
+
+func testParams(mode execution.Mode) execution.RunParams {
+	return execution.RunParams{
+		TenantID:    "tenant-1",
+		TenantName:  "Tenant One",
+		RunID:       "run-1",
+		WorkflowKey: "wf",
+		Revision:    1,
+		Checksum:    "sha256-test",
+		Mode:        mode,
+		Input:       execution.Value{Inline: json.RawMessage(`{"id":"x"}`)},
+		Actor:       execution.Actor{Kind: "user", Sub: "u1"},
+		Origin:      execution.Origin{Kind: "api"},
+		Permissions: []string{"notes.write"},
+		EnqueuedAt:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+}
+
+// run executes the workflow and returns its error (nil on success).
+func (w *wfTest) run(p execution.RunParams) error {
+	w.env.ExecuteWorkflow(execution.WorkflowName, p)
+	require.True(w.t, w.env.IsWorkflowCompleted())
+	return w.env.GetWorkflowError()
+}
+
+func (w *wfTest) result() execution.Value {
+	var v execution.Value
+	require.NoError(w.t, w.env.GetWorkflowResult(&v))
+	return v
+}

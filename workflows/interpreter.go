@@ -1,0 +1,323 @@
+// Package workflows holds weft's one Temporal workflow: the interpreter that
+// runs any compiled revision. It only schedules, routes, waits and cancels;
+// everything that computes on data (gates, validators, merges, agents,
+// actions, loading the plan, appending events) runs in activities or local
+// activities called by name, so this code stays deterministic and small.
+//
+// One loop iteration is one workflow task's worth of decisions:
+// collect completions → route → flush the buffered events (one local
+// activity) → schedule activities and timers → wait.
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+)
+
+// Change ids for workflow.GetVersion. Scheduled runs stay open across
+// deploys, so a behaviour change must not alter the commands an existing
+// history recorded. To change the interpreter:
+//  1. add a constant here, e.g. changeFooBar = "weft-foo-bar";
+//  2. at the branching point write
+//     if workflow.GetVersion(ctx, changeFooBar, workflow.DefaultVersion, 1) == 1 { new } else { old }
+//  3. record a new history into testdata (go test ./workflows -run TestDevServer -record)
+//     and keep the old ones: TestReplay must keep passing on every one.
+const changeInterpreterV1 = "weft-interpreter-v1"
+
+// cancelGrace is how long in-flight activities get to acknowledge a
+// cancellation before they are recorded as unacknowledged (SPEC §5).
+const cancelGrace = 30 * time.Second
+
+// Register registers the interpreter under execution.WorkflowName. A worker,
+// a replayer and the test environment all satisfy worker.WorkflowRegistry.
+func Register(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(Run, workflow.RegisterOptions{Name: execution.WorkflowName})
+}
+
+// Run is the interpreter workflow: it runs the compiled revision named by
+// p.Checksum and returns the value of the output node that settled the run.
+// A failed run returns a non-retryable ApplicationError whose type is the run
+// error code; a cancelled run returns a CanceledError.
+func Run(ctx workflow.Context, p execution.RunParams) (execution.Value, error) {
+	in := newInterpreter(ctx, p)
+	if err := in.setup(); err != nil {
+		return execution.Value{}, err
+	}
+	return in.run()
+}
+
+// outcome is how the run ends, decided once.
+type outcome int
+
+const (
+	outcomeNone outcome = iota
+	outcomeSucceeded
+	outcomeFailed
+	outcomeCancelled
+)
+
+// interpreter is the state of one workflow execution of a run.
+type interpreter struct {
+	root workflow.Context // cancelled by Temporal when the run is cancelled
+	// work is disconnected from root: activities, timers and flushes live on
+	// it so that a cancellation is carried out by the interpreter (recorded,
+	// bounded by cancelGrace) rather than by the SDK behind its back.
+	work workflow.Context
+	p    execution.RunParams
+
+	nodes []*node // compiled order
+	// ports holds every resolved output port by "node.port": fired with a
+	// value, or dead. Absent means unresolved. Lookups only, never iterated.
+	ports map[string]execution.PortSlot
+
+	events eventLog
+
+	// runStart is the run's origin: RunParams.EnqueuedAt, else the first
+	// execution's start. The simulation clock counts virtualMs from it.
+	runStart   time.Time
+	simulation bool
+	virtualMs  int64
+
+	outcome   outcome
+	output    execution.Value
+	settledBy string
+	runErr    *execution.RunError
+
+	// continueReason is set once continue-as-new is due (SUGGESTED or
+	// FORCED): start nothing, let in-flight attempts finish, then continue.
+	continueReason string
+}
+
+// node is the runtime state of one plan node.
+type node struct {
+	plan  *graph.PlanNode
+	state execution.NodeState
+
+	start           bool                // an attempt was decided; schedule it after the flush
+	future          workflow.Future     // the running attempt
+	cancel          workflow.CancelFunc // cancels the running attempt only
+	cancelRequested bool                // cancelled by the interpreter; a result is a late one
+
+	backoff     time.Duration   // the wait before the next attempt (live mode)
+	timer       workflow.Future // that wait, once armed
+	timerCancel workflow.CancelFunc
+	due         bool // waiting and the next attempt may start
+}
+
+func newInterpreter(ctx workflow.Context, p execution.RunParams) *interpreter {
+	work, _ := workflow.NewDisconnectedContext(ctx)
+	return &interpreter{
+		root:       ctx,
+		work:       work,
+		p:          p,
+		ports:      map[string]execution.PortSlot{},
+		events:     eventLog{runID: p.RunID},
+		simulation: p.Mode == execution.ModeSimulation,
+	}
+}
+
+// setup loads the plan, restores carried state and answers the state query.
+func (i *interpreter) setup() error {
+	// Recorded once per execution; branch on it (or on later change ids)
+	// when the interpreter's commands change. See changeInterpreterV1.
+	_ = workflow.GetVersion(i.root, changeInterpreterV1, workflow.DefaultVersion, 1)
+
+	i.runStart = i.p.EnqueuedAt
+	if i.runStart.IsZero() {
+		i.runStart = workflow.GetInfo(i.root).WorkflowStartTime
+	}
+
+	plan, err := i.loadPlan()
+	if err == nil {
+		err = checkPlan(plan)
+	}
+	if err != nil {
+		return i.failSetup(err)
+	}
+	for idx := range plan.Nodes {
+		pn := &plan.Nodes[idx]
+		n := &node{plan: pn, state: execution.NodeState{ID: pn.ID, Kind: string(pn.Kind), Status: execution.NodePending}}
+		i.nodes = append(i.nodes, n)
+	}
+
+	if c := i.p.Carry; c != nil {
+		i.restore(c)
+	} else {
+		i.events.update = &execution.RunUpdate{Status: execution.StatusRunning}
+		i.record(execution.EventRunStarted, nil, execution.EventData{
+			Mode: i.p.Mode, Checksum: i.p.Checksum, Revision: i.p.Revision,
+		})
+	}
+
+	return workflow.SetQueryHandler(i.root, execution.QueryState, func() ([]execution.NodeState, error) {
+		return i.states(), nil
+	})
+}
+
+// loadPlan runs the LoadPlan local activity.
+func (i *interpreter) loadPlan() (graph.Plan, error) {
+	ctx := workflow.WithLocalActivityOptions(i.work, infraActivityOptions("load plan"))
+	var plan graph.Plan
+	err := workflow.ExecuteLocalActivity(ctx, execution.ActivityLoadPlan,
+		execution.LoadPlanInput{TenantID: i.p.TenantID, Checksum: i.p.Checksum}).Get(ctx, &plan)
+	return plan, err
+}
+
+// failSetup records a run that cannot start and ends it. If even the
+// append fails, the original error is what the workflow reports.
+func (i *interpreter) failSetup(cause error) error {
+	runErr := &execution.RunError{Code: execution.RunErrPlanUnavailable, Message: cause.Error()}
+	i.events.update = &execution.RunUpdate{Status: execution.StatusFailed, Error: runErr}
+	i.record(execution.EventRunFailed, nil, execution.EventData{RunError: runErr})
+	_ = i.flush()
+	return temporal.NewNonRetryableApplicationError(runErr.Message, runErr.Code, cause)
+}
+
+// checkPlan verifies what routing relies on: unique ids, and every input fed
+// by a node earlier in compiled order, so one pass in order sees every
+// source resolved before its targets.
+func checkPlan(plan graph.Plan) error {
+	if len(plan.Nodes) == 0 {
+		return fmt.Errorf("plan %s has no nodes", plan.Checksum)
+	}
+	seen := map[string]bool{}
+	for _, n := range plan.Nodes {
+		if seen[n.ID] {
+			return fmt.Errorf("plan %s: duplicate node %q", plan.Checksum, n.ID)
+		}
+		for _, in := range n.Inputs {
+			if !seen[in.FromNode] {
+				return fmt.Errorf("plan %s: node %q input %q is fed by %q, which is not earlier in compiled order",
+					plan.Checksum, n.ID, in.Port, in.FromNode)
+			}
+		}
+		seen[n.ID] = true
+	}
+	return nil
+}
+
+// run is the main loop.
+func (i *interpreter) run() (execution.Value, error) {
+	for {
+		i.collect()
+		if i.outcome == outcomeNone && i.root.Err() != nil {
+			i.cancelRun()
+		}
+		i.route()
+		if i.outcome != outcomeNone {
+			return i.finish()
+		}
+		if i.continueReason == "" {
+			i.continueReason = i.continueAsNewDue()
+		}
+		if i.continueReason != "" && !i.activityInFlight() {
+			return execution.Value{}, i.continueAsNew()
+		}
+		if err := i.flush(); err != nil {
+			return execution.Value{}, err
+		}
+		i.schedule()
+		i.wait()
+	}
+}
+
+// schedule starts what route decided, after the events saying so are flushed.
+func (i *interpreter) schedule() {
+	for _, n := range i.nodes {
+		if n.start {
+			n.start = false
+			i.startAttempt(n)
+		}
+		if n.state.Status == execution.NodeWaiting && !n.due && n.timer == nil {
+			i.armRetryTimer(n)
+		}
+	}
+}
+
+// wait blocks until an attempt or a timer completes, or the run is cancelled.
+func (i *interpreter) wait() {
+	sel := workflow.NewSelector(i.work)
+	pending := 0
+	for _, n := range i.nodes {
+		if n.future != nil {
+			sel.AddFuture(n.future, func(workflow.Future) {})
+			pending++
+		}
+		if n.timer != nil {
+			sel.AddFuture(n.timer, func(workflow.Future) {})
+			pending++
+		}
+	}
+	if pending == 0 {
+		// Unreachable: route fails the run with NO_OUTPUT when nothing is alive.
+		panic("weft interpreter: waiting with nothing in flight")
+	}
+	sel.AddReceive(i.root.Done(), func(c workflow.ReceiveChannel, _ bool) { c.Receive(i.work, nil) })
+	sel.Select(i.work)
+}
+
+// collect handles every attempt and timer that has completed, in compiled
+// order, so that what one workflow task delivers is processed identically on
+// replay and ties go to the lowest index.
+func (i *interpreter) collect() {
+	for _, n := range i.nodes {
+		if n.future != nil && n.future.IsReady() {
+			var res execution.NodeResult
+			err := n.future.Get(i.work, &res)
+			// Releases the attempt's context; a no-op command-wise once the
+			// future is ready, so replay-safe.
+			n.cancel()
+			n.future, n.cancel = nil, nil
+			switch {
+			case n.cancelRequested:
+				i.cancelSettled(n, res, err)
+			case err != nil:
+				i.attemptFailed(n, err)
+			default:
+				i.completed(n, res)
+			}
+		}
+		if n.timer != nil && n.timer.IsReady() {
+			err := n.timer.Get(i.work, nil)
+			n.timerCancel()
+			n.timer, n.timerCancel = nil, nil
+			if err == nil {
+				n.due = true
+			}
+		}
+	}
+}
+
+// activityInFlight reports whether any attempt is running or about to start.
+func (i *interpreter) activityInFlight() bool {
+	for _, n := range i.nodes {
+		if n.future != nil || n.start {
+			return true
+		}
+	}
+	return false
+}
+
+// states is the state query's answer, in compiled order.
+func (i *interpreter) states() []execution.NodeState {
+	out := make([]execution.NodeState, len(i.nodes))
+	for k, n := range i.nodes {
+		out[k] = n.state
+	}
+	return out
+}
+
+// now is the event clock.
+func (i *interpreter) now() time.Time { return workflow.Now(i.root) }
+
+// virtualNow is the simulation clock.
+func (i *interpreter) virtualNow() time.Time {
+	return i.runStart.Add(time.Duration(i.virtualMs) * time.Millisecond).UTC()
+}
