@@ -28,6 +28,10 @@ import (
 // cache costs little; 1 s (the setting's resolution) bounds the stall.
 const StickyScheduleToStartTimeout = time.Second
 
+// MaxHeartbeatThrottleInterval caps how long the SDK batches heartbeats, which
+// bounds how late a running node hears of a cancellation.
+const MaxHeartbeatThrottleInterval = time.Second
+
 // searchAttributeTimeout bounds the search attribute check at start.
 const searchAttributeTimeout = 10 * time.Second
 
@@ -43,6 +47,11 @@ type Deps struct {
 func Options(logger *slog.Logger) sdkworker.Options {
 	return sdkworker.Options{
 		StickyScheduleToStartTimeout: StickyScheduleToStartTimeout,
+		// An activity learns it was cancelled only from a heartbeat reply.
+		// The SDK otherwise throttles heartbeats to 0.8 x the heartbeat
+		// timeout (24 s for 30 s), so a cancelled node would run to its end
+		// and be recorded as a late result instead of an acknowledgement.
+		MaxHeartbeatThrottleInterval: MaxHeartbeatThrottleInterval,
 		OnFatalError: func(err error) {
 			logger.Error("temporal worker stopped by a fatal error", "err", err)
 		},
