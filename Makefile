@@ -5,8 +5,8 @@ SHELL := bash
 GO            ?= go
 BIN           := $(CURDIR)/bin
 TEMPORAL_CLI  := github.com/temporalio/cli/cmd/temporal@v1.5.1
-STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@latest
-WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@latest
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+WORKFLOWCHECK := go.temporal.io/sdk/contrib/tools/workflowcheck@v0.6.0
 
 # go test timeout for the whole suite.
 TEST_TIMEOUT ?= 20m

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
@@ -31,12 +32,21 @@ type Deps struct {
 	Store   *store.Store
 	Actions *catalog.Registry
 	Logger  *slog.Logger
-	// Variables resolves mapping templates after bound values; nil uses the
-	// scope-less built-in sources (context.*, run.id, workflow.key).
+	// Variables resolves mapping templates after bound values; nil uses
+	// variables.Builtin with the store as the agent lookup (context.*,
+	// run.id, workflow.key, agent.name), or the scope-less sources alone
+	// without a store.
 	Variables *variables.Registry
+	// Agents runs live agent and agent-decision nodes. Nil builds a runtime
+	// from Store and Actions with the sim provider only (openai needs its
+	// configuration: agents.New with provider.NewOpenAI).
+	Agents *agents.Runtime
 	// RevisionCacheSize bounds the compiled revisions kept in memory
 	// (DefaultRevisionCacheSize when 0).
 	RevisionCacheSize int
+	// Observer is told the duration and outcome of every node attempt
+	// (observe.go); nil observes nothing. Attempts are logged either way.
+	Observer NodeObserver
 }
 
 // Register registers the activities under their execution names. Any
@@ -47,7 +57,14 @@ func Register(r worker.ActivityRegistry, d Deps) {
 		d.Logger = slog.Default()
 	}
 	if d.Variables == nil {
-		d.Variables = defaultVariables()
+		d.Variables = defaultVariables(d.Store)
+	}
+	if d.Agents == nil && d.Store != nil && d.Actions != nil {
+		rt, err := agents.New(agents.Deps{Store: d.Store, Actions: d.Actions, Variables: d.Variables, Logger: d.Logger})
+		if err != nil {
+			panic(fmt.Sprintf("activities: agent runtime: %v", err)) // unreachable: both deps are set
+		}
+		d.Agents = rt
 	}
 	revs := newRevisionCache(d.Store, d.RevisionCacheSize)
 	vals := valueCodec{store: d.Store}
@@ -55,18 +72,26 @@ func Register(r worker.ActivityRegistry, d Deps) {
 	plans := &PlanActivities{plans: d.Store}
 	events := &EventActivities{events: d.Store}
 	local := &LocalNodeActivities{revisions: revs, values: vals}
-	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger}
+	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger,
+		fixtures: newFixtureCache(d.Store, DefaultFixtureCacheSize), agents: d.Agents}
 
 	r.RegisterActivityWithOptions(plans.LoadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
-	r.RegisterActivityWithOptions(events.AppendEvents, activity.RegisterOptions{Name: execution.ActivityAppendEvents})
-	r.RegisterActivityWithOptions(local.RunLocalNode, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
-	r.RegisterActivityWithOptions(nodes.RunNode, activity.RegisterOptions{Name: execution.ActivityRunNode})
+	r.RegisterActivityWithOptions(loggedAppends(events.AppendEvents, d.Logger), activity.RegisterOptions{Name: execution.ActivityAppendEvents})
+	r.RegisterActivityWithOptions(observed(local.RunLocalNode, d.Observer, d.Logger), activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
+	r.RegisterActivityWithOptions(observed(nodes.RunNode, d.Observer, d.Logger), activity.RegisterOptions{Name: execution.ActivityRunNode})
+	stored := &ValueActivities{values: d.Store}
+	r.RegisterActivityWithOptions(stored.StoreValues, activity.RegisterOptions{Name: execution.ActivityStoreValues})
 }
 
-// defaultVariables is the registry of the scope-less built-in sources. Their
-// definitions are constants, so failing to build it is a programming error.
-func defaultVariables() *variables.Registry {
+// defaultVariables is the production registry, variables.Builtin with the
+// store answering agent.name, or without a store the scope-less built-in
+// sources. Their definitions are constants, so failing to build it is a
+// programming error.
+func defaultVariables(st *store.Store) *variables.Registry {
 	reg, err := variables.NewRegistry(variables.ContextSource(), variables.RunSource())
+	if st != nil {
+		reg, err = variables.Builtin(st)
+	}
 	if err != nil {
 		panic(fmt.Sprintf("activities: built-in variable sources: %v", err))
 	}

@@ -35,6 +35,8 @@ type option func(*setup)
 type setup struct {
 	extra   []catalog.Action
 	actions []catalog.Action // replaces the built-ins when set
+	// lazy, when set, builds the worker's actions from the bundle's store.
+	lazy func(*store.Store) []catalog.Action
 	agents  []graph.AgentContract
 	// edit changes the compiled revision before it is stored, to build
 	// revisions publication would refuse.
@@ -47,6 +49,11 @@ func withActions(a ...catalog.Action) option {
 
 // withRegistry makes the worker register exactly actions, whatever was pinned.
 func withRegistry(a ...catalog.Action) option { return func(s *setup) { s.actions = a } }
+
+// withLazyRegistry makes the worker register what build returns for the bundle's store.
+func withLazyRegistry(build func(*store.Store) []catalog.Action) option {
+	return func(s *setup) { s.lazy = build }
+}
 
 func withEdit(f func(*graph.Compiled)) option { return func(s *setup) { s.edit = f } }
 
@@ -66,6 +73,9 @@ func newBundle(t *testing.T, doc string, opts ...option) *bundle {
 	actions := append(catalog.Builtins(catalog.BuiltinDeps{Notes: st}), s.extra...)
 	if s.actions != nil {
 		actions = s.actions
+	}
+	if s.lazy != nil {
+		actions = s.lazy(st)
 	}
 	reg, err := catalog.NewRegistry(actions...)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
@@ -27,6 +28,11 @@ type NodeActivities struct {
 	actions   *catalog.Registry
 	variables *variables.Registry
 	logger    *slog.Logger
+	// fixtures holds simulated runs' fixtures (simulate.go).
+	fixtures *fixtureCache
+	// agents runs live agent and agent-decision nodes (agent.go); nil
+	// refuses them with AGENT_UNAVAILABLE.
+	agents *agents.Runtime
 }
 
 // RunNode (execution.ActivityRunNode) runs one attempt of an action node:
@@ -44,12 +50,12 @@ type NodeActivities struct {
 //     returned on port out, inline or claim-checked.
 //
 // All of those refusals are non-retryable; handler errors are retryable
-// unless the handler says otherwise. Agent nodes and simulation mode are
-// refused (AGENT_UNAVAILABLE, SIMULATION_UNSUPPORTED) until they land.
+// unless the handler says otherwise. Live agent and agent-decision nodes
+// run through the agent harness (agent.go). In simulation mode nothing is
+// called: simulate (simulate.go) returns the run's fixture or a default.
 func (a *NodeActivities) RunNode(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
 	if in.Mode == execution.ModeSimulation {
-		return execution.NodeResult{}, permanent(execution.ErrSimulationUnsupported, nil,
-			"node %q: simulated agent and action nodes are not supported yet", in.NodeID)
+		return a.simulate(ctx, in)
 	}
 	rev, n, err := a.revisions.node(ctx, in)
 	if err != nil {
@@ -59,8 +65,7 @@ func (a *NodeActivities) RunNode(ctx context.Context, in execution.NodeInput) (e
 	case graph.KindAction:
 		return a.action(ctx, in, rev, n)
 	case graph.KindAgent, graph.KindAgentDecision:
-		return execution.NodeResult{}, permanent(execution.ErrAgentUnavailable, nil,
-			"node %q: agent nodes cannot run yet; this worker has no agent runtime", n.ID)
+		return a.agent(ctx, in, rev, n) // agent.go
 	}
 	return execution.NodeResult{}, permanent(execution.ErrNodeNotFound, nil,
 		"node %q is a %s, which does not run as an activity", n.ID, n.Kind)

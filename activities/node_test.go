@@ -224,14 +224,10 @@ func TestNotesWriteExactlyOnceAcrossAttempts(t *testing.T) {
 	}
 }
 
-func TestSimulationAndAgentsAreRefused(t *testing.T) {
+// Live agent nodes are refused until the agent runtime lands (simulated
+// ones are covered in simulate_test.go).
+func TestLiveAgentsAreRefused(t *testing.T) {
 	t.Parallel()
-	b := newBundle(t, actionDoc, withActions(badAction))
-	in := b.input("echo", graph.KindAction, map[string]string{"in": item})
-	in.Mode = execution.ModeSimulation
-	_, err := b.runNode(in)
-	wantAppErr(t, err, execution.ErrSimulationUnsupported, true)
-
 	agentDoc := `{"schemaVersion":1,"nodes":[
 	 {"id":"in","kind":"input","outputs":{"out":"any"}},
 	 {"id":"bot","kind":"agent","inputs":{"in":"any"},"outputs":{"out":"any"},"agent":{"key":"bot","revision":1}},
@@ -239,7 +235,7 @@ func TestSimulationAndAgentsAreRefused(t *testing.T) {
 	 "edges":[{"from":"in.out","to":"bot.in"},{"from":"bot.out","to":"out.in"}]}`
 	ab := newBundle(t, agentDoc, withAgent(graph.AgentContract{Key: "bot", Revision: 1, Hash: "h",
 		OutputSchema: json.RawMessage(`{}`), RequiredPermissions: []string{}}))
-	_, err = ab.runNode(ab.input("bot", graph.KindAgent, map[string]string{"in": item}))
+	_, err := ab.runNode(ab.input("bot", graph.KindAgent, map[string]string{"in": item}))
 	wantAppErr(t, err, execution.ErrAgentUnavailable, true)
 }
 

@@ -103,25 +103,33 @@ type revision struct {
 	compiled *graph.Compiled
 	nodes    map[string]graph.Node
 	actions  map[graph.ActionRef]graph.PinnedAction
+	agents   map[graph.AgentRef]graph.AgentContract
 
 	mu      sync.Mutex
 	gates   map[string]*graph.Gate
 	schemas map[string]*jsonschema.Schema
+	// defaults memoises simulated nodes' schema-valid default outputs.
+	defaults map[string]json.RawMessage
 }
 
 func newRevision(key revisionKey, c *graph.Compiled) *revision {
 	r := &revision{
 		key: key, compiled: c,
-		nodes:   make(map[string]graph.Node, len(c.Document.Nodes)),
-		actions: make(map[graph.ActionRef]graph.PinnedAction, len(c.Actions)),
-		gates:   map[string]*graph.Gate{},
-		schemas: map[string]*jsonschema.Schema{},
+		nodes:    make(map[string]graph.Node, len(c.Document.Nodes)),
+		actions:  make(map[graph.ActionRef]graph.PinnedAction, len(c.Actions)),
+		agents:   make(map[graph.AgentRef]graph.AgentContract, len(c.Agents)),
+		gates:    map[string]*graph.Gate{},
+		schemas:  map[string]*jsonschema.Schema{},
+		defaults: map[string]json.RawMessage{},
 	}
 	for _, n := range c.Document.Nodes {
 		r.nodes[n.ID] = n
 	}
 	for _, a := range c.Actions {
 		r.actions[graph.ActionRef{ID: a.ID, Version: a.Version}] = a
+	}
+	for _, a := range c.Agents {
+		r.agents[graph.AgentRef{Key: a.Key, Revision: a.Revision}] = a
 	}
 	return r
 }

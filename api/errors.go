@@ -7,9 +7,12 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/weftworks/weft/agents"
+	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/starter"
+	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
 )
 
@@ -19,27 +22,30 @@ const CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
 
 // statusByCode is the one table mapping error codes to HTTP statuses.
 var statusByCode = map[string]int{
-	failure.CodeUnauthenticated:       http.StatusUnauthorized,
-	failure.CodeMissingScope:          http.StatusForbidden,
-	failure.CodePermissionDenied:      http.StatusForbidden,
-	failure.CodeNotFound:              http.StatusNotFound,
-	failure.CodeInvalidJSON:           http.StatusBadRequest,
-	failure.CodeInvalidDocument:       http.StatusBadRequest,
-	failure.CodeInvalidRequest:        http.StatusBadRequest,
-	failure.CodeInvalidKey:            http.StatusBadRequest,
-	failure.CodeCursorInvalid:         http.StatusBadRequest,
-	failure.CodeDocumentTooLarge:      http.StatusRequestEntityTooLarge,
-	failure.CodeAlreadyExists:         http.StatusConflict,
-	failure.CodeRevisionConflict:      http.StatusConflict,
-	failure.CodeIdempotencyConflict:   http.StatusConflict,
-	failure.CodeRunNotActive:          http.StatusConflict,
-	failure.CodeInvalidGraph:          http.StatusUnprocessableEntity,
-	failure.CodeInvalidInput:          http.StatusUnprocessableEntity,
-	failure.CodeNotPublished:          http.StatusUnprocessableEntity,
-	failure.CodeUnavailable:           http.StatusServiceUnavailable,
-	failure.CodeInternal:              http.StatusInternalServerError,
-	CodeUnsupportedMediaType:          http.StatusUnsupportedMediaType,
-	starter.CodeSimulationUnsupported: http.StatusUnprocessableEntity,
+	failure.CodeUnauthenticated:     http.StatusUnauthorized,
+	failure.CodeMissingScope:        http.StatusForbidden,
+	failure.CodePermissionDenied:    http.StatusForbidden,
+	failure.CodeNotFound:            http.StatusNotFound,
+	failure.CodeInvalidJSON:         http.StatusBadRequest,
+	failure.CodeInvalidDocument:     http.StatusBadRequest,
+	failure.CodeInvalidRequest:      http.StatusBadRequest,
+	failure.CodeInvalidKey:          http.StatusBadRequest,
+	failure.CodeCursorInvalid:       http.StatusBadRequest,
+	failure.CodeDocumentTooLarge:    http.StatusRequestEntityTooLarge,
+	failure.CodeAlreadyExists:       http.StatusConflict,
+	failure.CodeRevisionConflict:    http.StatusConflict,
+	failure.CodeIdempotencyConflict: http.StatusConflict,
+	failure.CodeRunNotActive:        http.StatusConflict,
+	failure.CodeInvalidGraph:        http.StatusUnprocessableEntity,
+	failure.CodeInvalidInput:        http.StatusUnprocessableEntity,
+	failure.CodeNotPublished:        http.StatusUnprocessableEntity,
+	failure.CodeUnavailable:         http.StatusServiceUnavailable,
+	failure.CodeInternal:            http.StatusInternalServerError,
+	CodeUnsupportedMediaType:        http.StatusUnsupportedMediaType,
+	starter.CodeInvalidFixtures:     http.StatusUnprocessableEntity,
+	// YAML graph documents and toolsets (api/yaml.go).
+	graph.CodeInvalidYAML:      http.StatusBadRequest,
+	graph.CodeInvalidToolsPath: http.StatusUnprocessableEntity,
 	// Template limits and variable resolution refusals (variables.Registry).
 	graph.CodeLimitExceeded:       http.StatusUnprocessableEntity,
 	variables.CodeUnknownVariable: http.StatusUnprocessableEntity,
@@ -47,6 +53,14 @@ var statusByCode = map[string]int{
 	variables.CodeRecordNotFound:  http.StatusUnprocessableEntity,
 	variables.CodeCancelled:       http.StatusServiceUnavailable, // ended before the sources answered; retry
 	variables.CodeSourceFailed:    http.StatusBadGateway,         // a source failed; its error is logged only
+	// Agents (api/agents.go).
+	agents.CodeInvalidAgent:   http.StatusUnprocessableEntity,
+	store.CodeAgentArchived:   http.StatusConflict,
+	store.CodeContractChanged: http.StatusConflict,
+	// Webhook deliveries (POST /hooks/{id}) authenticated by their signature.
+	bridges.CodeSignatureMissing: http.StatusUnauthorized,
+	bridges.CodeSignatureInvalid: http.StatusUnauthorized,
+	bridges.CodeSignatureStale:   http.StatusUnauthorized,
 }
 
 // StatusOf returns the HTTP status for a code; unknown codes are 422 when

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
@@ -31,15 +32,20 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Resolver loads the dependency snapshot (action contracts, agent
 	// revisions) drafts are validated and compiled against. Nil resolves
-	// the built-in actions only.
+	// through Store: published and built-in actions, the tenant's agent
+	// revisions (the built-in actions only without a Store).
 	Resolver *catalog.Resolver
 	// Starter is the execution capability the run routes enqueue and
 	// cancel through.
 	Starter *starter.Starter
 	// Variables is the variable registry behind /v1/variables (the same
 	// one graph validation and activities use). Nil uses
-	// variables.Builtin(variables.NoAgents{}).
+	// variables.Builtin(Store), whose agent.name reads the tenant's agents
+	// (variables.Builtin(variables.NoAgents{}) without a Store).
 	Variables *variables.Registry
+	// Bridges serves schedules and webhooks. Nil builds one from Store,
+	// Starter, Temporal, Config (TaskQueue, WebhookKey) and Keys.
+	Bridges *bridges.Service
 }
 
 // Server holds the dependencies handlers use.
@@ -52,6 +58,18 @@ type Server struct {
 func New(d Deps) *echo.Echo {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
+	}
+	if d.Store != nil {
+		// The store is where agents live: it resolves agent revisions and
+		// published actions for publication, and agent.name for templates.
+		if d.Resolver == nil {
+			d.Resolver = &catalog.Resolver{Agents: d.Store, Actions: d.Store}
+		}
+		if d.Variables == nil {
+			if reg, err := variables.Builtin(d.Store); err == nil {
+				d.Variables = reg
+			}
+		}
 	}
 	s := &Server{deps: d, log: d.Logger}
 	e := echo.New()
@@ -66,6 +84,10 @@ func New(d Deps) *echo.Echo {
 	s.registerWorkflowRoutes(v1)
 	s.registerRunRoutes(v1)
 	s.registerVariableRoutes(v1)
+	s.registerAgentRoutes(v1)
+	s.registerScheduleRoutes(v1)
+	s.registerWebhookRoutes(e, v1)
+	s.registerOpenAPIRoute(v1)
 	return e
 }
 

@@ -41,9 +41,9 @@ func (s *Server) registerVariableRoutes(g *echo.Group) {
 	g.POST("/variables/resolve", s.resolveVariables, read)
 }
 
-// defaultVariables is the registry used when Deps.Variables is nil: the
-// built-in sources with variables.NoAgents, exactly what production uses
-// until agents are stored.
+// defaultVariables is the registry used when Deps.Variables is nil and
+// there is no store (New builds variables.Builtin(Store) otherwise): the
+// built-in sources with variables.NoAgents.
 var defaultVariables = sync.OnceValue(func() *variables.Registry {
 	reg, err := variables.Builtin(variables.NoAgents{})
 	if err != nil {

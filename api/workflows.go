@@ -65,16 +65,15 @@ const requestHeadroom = 64 << 10
 // maxRequestBytes bounds every authoring request body.
 var maxRequestBytes = graph.DefaultLimits.MaxDocumentBytes + requestHeadroom
 
-// formatJSON is the one syntax a graph arrives in today. The YAML front end
-// (SPEC §9: POST /v1/workflows?key=K with Content-Type: application/yaml,
-// the body being the graph itself) adds a format constant, returns it from
-// graphBodyFormat instead of the 415 below, takes the key from the query in
-// createWorkflow, and adds a case to decodeGraph.
+// formatJSON is the syntax of every request body; graph documents may also
+// arrive as YAML (formatYAML, yaml.go: SPEC §9), which only the create and
+// draft routes accept (authoringBodyFormat).
 const formatJSON = "json"
 
-// graphBodyFormat picks the syntax of the request body from Content-Type. No
-// Content-Type means JSON; anything else is 415, so a form-encoded body (curl
-// -d without -H) or a YAML one is refused clearly instead of misread.
+// graphBodyFormat picks the syntax of a JSON request body from Content-Type.
+// No Content-Type means JSON; anything else is 415, so a form-encoded body
+// (curl -d without -H), or YAML on a route that takes no graph, is refused
+// clearly instead of misread.
 func graphBodyFormat(c echo.Context) (string, error) {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if strings.TrimSpace(ct) == "" {
@@ -87,7 +86,7 @@ func graphBodyFormat(c echo.Context) (string, error) {
 		return formatJSON, nil
 	case mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml":
 		return "", failure.New(CodeUnsupportedMediaType,
-			"YAML graphs are not accepted yet; send the graph as application/json")
+			"this route takes a JSON body; YAML is accepted for graph documents only (POST /v1/workflows?key=K, PUT /v1/workflows/{key}/draft?expectedRevision=N)")
 	}
 	return "", failure.New(CodeUnsupportedMediaType, "Content-Type %q is not supported; use application/json", ct)
 }
@@ -247,6 +246,8 @@ func decodeGraph(format string, raw []byte) (*graph.Document, json.RawMessage, e
 			return nil, nil, decodeGraphFailure(err)
 		}
 		return doc, json.RawMessage(raw), nil
+	case formatYAML:
+		return decodeYAMLGraph(raw)
 	}
 	return nil, nil, failure.New(CodeUnsupportedMediaType, "graphs in %s are not accepted yet", format)
 }
@@ -260,8 +261,16 @@ func decodeGraphFailure(err error) error {
 		return err
 	}
 	fe := failure.New(de.Code, "graph: %s", de.Message)
+	details := map[string]any{}
 	if de.Path != "" {
-		fe = fe.WithDetails(map[string]any{"path": "/graph" + de.Path})
+		details["path"] = "/graph" + de.Path
+	}
+	if de.Line > 0 { // YAML: where in the text
+		fe.Message = fmt.Sprintf("graph (line %d, column %d): %s", de.Line, de.Column, de.Message)
+		details["line"], details["column"] = de.Line, de.Column
+	}
+	if len(details) > 0 {
+		fe = fe.WithDetails(details)
 	}
 	return fe
 }
@@ -321,7 +330,7 @@ type draftResponse struct {
 // its draft revision 1 are created together.
 func (s *Server) createWorkflow(c echo.Context) error {
 	p := principal(c)
-	format, err := graphBodyFormat(c)
+	format, err := authoringBodyFormat(c)
 	if err != nil {
 		return err
 	}
@@ -329,17 +338,18 @@ func (s *Server) createWorkflow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req createWorkflowRequest
-	key := &envelopeField{Name: "key", Dst: &req.Key, Required: true}
-	gf := &envelopeField{Name: "graph", Dst: &req.Graph, Required: true}
-	if err := decodeEnvelope(body, key, gf); err != nil {
+	req, err := createRequest(c, format, body)
+	if err != nil {
 		return err
 	}
 	if err := checkWorkflowKey(req.Key); err != nil {
 		return err
 	}
-	_, stored, err := decodeGraph(format, req.Graph)
+	doc, stored, err := decodeGraph(format, req.Graph)
 	if err != nil {
+		return err
+	}
+	if err := s.refuseUnusableToolsets(c.Request().Context(), p.Tenant, doc, stored); err != nil {
 		return err
 	}
 	w, err := s.deps.Store.CreateWorkflow(c.Request().Context(), p.Tenant, req.Key, stored, p.Sub)
@@ -359,7 +369,7 @@ func (s *Server) saveDraft(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	format, err := graphBodyFormat(c)
+	format, err := authoringBodyFormat(c)
 	if err != nil {
 		return err
 	}
@@ -367,18 +377,18 @@ func (s *Server) saveDraft(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var expected int
-	var raw json.RawMessage
-	if err := decodeEnvelope(body,
-		&envelopeField{Name: "expectedRevision", Dst: &expected, Required: true},
-		&envelopeField{Name: "graph", Dst: &raw, Required: true}); err != nil {
+	expected, raw, err := draftRequest(c, format, body)
+	if err != nil {
 		return err
 	}
 	if err := checkRevisionNumber("expectedRevision", expected); err != nil {
 		return err
 	}
-	_, stored, err := decodeGraph(format, raw)
+	doc, stored, err := decodeGraph(format, raw)
 	if err != nil {
+		return err
+	}
+	if err := s.refuseUnusableToolsets(c.Request().Context(), p.Tenant, doc, stored); err != nil {
 		return err
 	}
 	rev, err := s.deps.Store.SaveDraft(c.Request().Context(), p.Tenant, key, expected, stored, p.Sub)

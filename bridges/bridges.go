@@ -185,9 +185,9 @@ const (
 )
 
 var (
-	idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
-	scheduleID = regexp.MustCompile(`^sch_[a-z2-7]{24}$`)
-	webhookID  = regexp.MustCompile(`^whk_[a-z2-7]{24}$`)
+	idEncoding        = base32.StdEncoding.WithPadding(base32.NoPadding)
+	scheduleIDPattern = regexp.MustCompile(`^sch_[a-z2-7]{24}$`)
+	webhookIDPattern  = regexp.MustCompile(`^whk_[a-z2-7]{24}$`)
 )
 
 func newID(prefix string) string {

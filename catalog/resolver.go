@@ -18,15 +18,27 @@ type AgentSource interface {
 	AgentContracts(ctx context.Context, tenantID string, refs []graph.AgentRef) ([]graph.AgentContract, error)
 }
 
+// ActionSource lists the action contracts workers published to the catalog
+// (store.Store implements it), so actions registered in Go beyond the
+// built-ins resolve at publication.
+type ActionSource interface {
+	PublishedContracts(ctx context.Context) ([]graph.ActionContract, error)
+}
+
 // Resolver builds the dependency snapshot (a graph.Catalog) a document is
 // validated and compiled against. graph performs no I/O, so everything a
 // document references is loaded here first, in one place, scoped to the
 // tenant. The zero value (and a nil *Resolver) resolves the built-in action
 // contracts and no agents.
 type Resolver struct {
-	// Agents, when set, resolves agent revisions. Nil until the agents
-	// issue lands.
+	// Agents, when set, resolves agent revisions (store.Store). Nil
+	// resolves no agent: every agent reference is MISSING_DEPENDENCY.
 	Agents AgentSource
+	// Actions, when set, adds the published action contracts to the
+	// built-in ones (a published contract replaces the built-in of the same
+	// id@version; workers refuse to publish a different one). Nil resolves
+	// the built-ins only.
+	Actions ActionSource
 	// Templates, when set, checks mapping templates against the variable
 	// registry (UNKNOWN_VARIABLE) and contributes the scopes they need. Nil
 	// until the variables registry offers a graph.TemplateChecker; without it
@@ -44,9 +56,17 @@ func (r *Resolver) Options() graph.Options {
 }
 
 // Catalog returns the snapshot doc is validated against for tenantID: the
-// built-in action contracts and the agent revisions doc references that
-// the AgentSource knows.
+// built-in action contracts (plus the published ones when an ActionSource
+// is set) and the agent revisions doc references that the AgentSource knows.
 func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Document) (graph.Catalog, error) {
+	actions := BuiltinContracts()
+	if r != nil && r.Actions != nil {
+		published, err := r.Actions.PublishedContracts(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: resolve actions: %w", err)
+		}
+		actions = append(actions, published...)
+	}
 	var agents []graph.AgentContract
 	if r != nil && r.Agents != nil {
 		_, refs := graph.References(doc)
@@ -58,5 +78,5 @@ func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Docu
 			}
 		}
 	}
-	return graph.NewStaticCatalog(BuiltinContracts(), agents), nil
+	return graph.NewStaticCatalog(actions, agents), nil
 }

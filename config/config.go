@@ -37,10 +37,18 @@ type Config struct {
 	OpenAIBaseURL string
 	OpenAIAPIKey  string
 	OpenAIModel   string
+	// OpenAIPrices prices models for usage cost (WEFT_OPENAI_PRICES,
+	// "model=IN,OUT;..." in USD per million input/output tokens; a model
+	// without a price costs 0). Parsed by provider.ParsePrices.
+	OpenAIPrices string
 	// WebhookKey encrypts webhook secrets at rest (hex, 32 bytes). Derived from JWTSecret when empty.
 	WebhookKey string
 	// EventRetentionDays deletes events of runs closed longer ago; 0 keeps them forever.
 	EventRetentionDays int
+	// MetricsAddr is where `weft worker` serves GET /metrics
+	// (WEFT_METRICS_ADDR; empty serves none). `weft api` and `weft dev`
+	// serve /metrics on the API address.
+	MetricsAddr string
 }
 
 // FromEnv reads the configuration with defaults. getenv is os.Getenv in main
@@ -68,7 +76,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		OpenAIBaseURL:     get("WEFT_OPENAI_BASE_URL", "https://api.openai.com/v1"),
 		OpenAIAPIKey:      get("WEFT_OPENAI_API_KEY", ""),
 		OpenAIModel:       get("WEFT_OPENAI_MODEL", ""),
+		OpenAIPrices:      get("WEFT_OPENAI_PRICES", ""),
 		WebhookKey:        get("WEFT_WEBHOOK_KEY", ""),
+		MetricsAddr:       get("WEFT_METRICS_ADDR", ""),
 	}
 	var err error
 	if c.TemporalPort, err = intEnv(get, "WEFT_TEMPORAL_PORT", 7233); err != nil {

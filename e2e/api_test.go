@@ -73,7 +73,7 @@ func TestEnqueueAnswersAndRefusals(t *testing.T) {
 		code   string
 	}{
 		{"other input", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"k1","input":{"id":"b"}}`, 409, "IDEMPOTENCY_CONFLICT"},
-		{"other mode", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"k1","input":{"id":"a"},"mode":"simulation"}`, 422, "SIMULATION_UNSUPPORTED"},
+		{"other mode", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"k1","input":{"id":"a"},"mode":"simulation"}`, 409, "IDEMPOTENCY_CONFLICT"},
 		{"no key", "/v1/workflows/items/runs", e.token, `{"input":{"id":"a"}}`, 400, "INVALID_REQUEST"},
 		{"long key", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"` + strings.Repeat("x", 201) + `","input":{"id":"a"}}`, 400, "INVALID_REQUEST"},
 		{"unknown field", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"k2","input":{"id":"a"},"tenantId":"evil"}`, 400, "INVALID_REQUEST"},
@@ -81,7 +81,7 @@ func TestEnqueueAnswersAndRefusals(t *testing.T) {
 		{"malformed", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":`, 400, "INVALID_JSON"},
 		{"trailing data", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"k2","input":{"id":"a"}} {}`, 400, "INVALID_JSON"},
 		{"invalid input", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"k2","input":{"id":""}}`, 422, "INVALID_INPUT"},
-		{"draft revision", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"k2","input":{"id":"a"},"draftRevision":1}`, 422, "SIMULATION_UNSUPPORTED"},
+		{"live draft revision", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"k2","input":{"id":"a"},"draftRevision":1}`, 400, "INVALID_REQUEST"},
 		{"unknown revision", "/v1/workflows/items/runs", e.token, `{"idempotencyKey":"k2","input":{"id":"a"},"revision":7}`, 404, "NOT_FOUND"},
 		{"bad key", "/v1/workflows/Bad_Key/runs", e.token, `{"idempotencyKey":"k2","input":{"id":"a"}}`, 400, "INVALID_KEY"},
 		{"unknown workflow", "/v1/workflows/nope/runs", e.token, `{"idempotencyKey":"k2","input":{"id":"a"}}`, 404, "NOT_FOUND"},

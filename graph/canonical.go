@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -29,8 +31,12 @@ import (
 // input hashes, event hashes) are SHA256Hex of this. Numbers beyond float64
 // precision (|n| > 2^53) lose precision, as RFC 8785 prescribes (I-JSON).
 func Canonical(v any) ([]byte, error) {
-	var e canonEncoder
-	if err := e.value(reflect.ValueOf(v)); err != nil {
+	e := canonEncoder{buf: make([]byte, 0, 256)}
+	typed, err := e.canonicalTyped(v)
+	if !typed {
+		err = e.value(reflect.ValueOf(v))
+	}
+	if err != nil {
 		return nil, fmt.Errorf("canonical json: %w", err)
 	}
 	return e.buf, nil
@@ -51,17 +57,47 @@ func SHA256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// hashOf is SHA256Hex(Canonical(v)).
-func hashOf(v any) (string, error) {
-	b, err := Canonical(v)
-	if err != nil {
-		return "", err
+// hashOf is SHA256Hex(Canonical(v)). The package's own types stream into
+// the hash in chunks instead of building the whole text first.
+func hashOf(v any) (string, error) { return hashOfSized(v, 512) }
+
+// hashOfSized is hashOf starting with a buffer of size bytes (the most it
+// grows to is about canonFlushSize plus one node).
+func hashOfSized(v any, size int) (string, error) {
+	h := sha256.New()
+	e := canonEncoder{buf: make([]byte, 0, size), sink: h}
+	typed, err := e.canonicalTyped(v)
+	if !typed {
+		err = e.value(reflect.ValueOf(v))
 	}
-	return SHA256Hex(b), nil
+	if err != nil {
+		return "", fmt.Errorf("canonical json: %w", err)
+	}
+	h.Write(e.buf)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// canonFlushSize is how much output the typed encoders let accumulate before
+// handing it to a sink.
+const canonFlushSize = 8 << 10
 
 type canonEncoder struct {
 	buf []byte
+	// sink, when set, receives the output in pieces: flush hands it what
+	// is in buf at points where nothing written so far will be rewritten
+	// (between array elements of the top-level types, never inside a raw
+	// object being sorted).
+	sink hash.Hash
+	// keys is a stack of map keys being sorted, reused across maps.
+	keys []string
+}
+
+// flush hands buf to the sink once it holds canonFlushSize bytes.
+func (e *canonEncoder) flush() {
+	if e.sink != nil && len(e.buf) >= canonFlushSize {
+		e.sink.Write(e.buf)
+		e.buf = e.buf[:0]
+	}
 }
 
 var (
@@ -109,12 +145,7 @@ func (e *canonEncoder) value(v reflect.Value) error {
 			e.buf = append(e.buf, "null"...)
 			return nil
 		}
-		out, err := jcs.Transform(raw)
-		if err != nil {
-			return err
-		}
-		e.buf = append(e.buf, out...)
-		return nil
+		return e.raw(raw)
 	}
 	if marshals(v) {
 		if t.Kind() == reflect.Pointer && v.IsNil() {
@@ -193,6 +224,11 @@ func (e *canonEncoder) value(v reflect.Value) error {
 }
 
 func (e *canonEncoder) float(f float64) error {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		// What NumberToJSON prints for an integral value this small (-0 is "0").
+		e.buf = strconv.AppendInt(e.buf, int64(f), 10)
+		return nil
+	}
 	s, err := jcs.NumberToJSON(f)
 	if err != nil {
 		return err
@@ -387,23 +423,10 @@ func (e *canonEncoder) str(s string) {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				e.buf = append(e.buf, '\\', c)
-			case c == '\b':
-				e.buf = append(e.buf, '\\', 'b')
-			case c == '\t':
-				e.buf = append(e.buf, '\\', 't')
-			case c == '\n':
-				e.buf = append(e.buf, '\\', 'n')
-			case c == '\f':
-				e.buf = append(e.buf, '\\', 'f')
-			case c == '\r':
-				e.buf = append(e.buf, '\\', 'r')
-			case c < 0x20:
-				e.buf = append(e.buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
+			if c >= 0x20 && c != '"' && c != '\\' {
 				e.buf = append(e.buf, c)
+			} else {
+				e.escapeASCII(c)
 			}
 			i++
 			continue
@@ -417,6 +440,26 @@ func (e *canonEncoder) str(s string) {
 		i += size
 	}
 	e.buf = append(e.buf, '"')
+}
+
+// escapeASCII appends the JCS escape of '"', '\\' or a control character.
+func (e *canonEncoder) escapeASCII(c byte) {
+	switch c {
+	case '"', '\\':
+		e.buf = append(e.buf, '\\', c)
+	case '\b':
+		e.buf = append(e.buf, '\\', 'b')
+	case '\t':
+		e.buf = append(e.buf, '\\', 't')
+	case '\n':
+		e.buf = append(e.buf, '\\', 'n')
+	case '\f':
+		e.buf = append(e.buf, '\\', 'f')
+	case '\r':
+		e.buf = append(e.buf, '\\', 'r')
+	default:
+		e.buf = append(e.buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+	}
 }
 
 const hexDigits = "0123456789abcdef"

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/gowebpki/jcs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -121,4 +123,119 @@ func compareCanonical(t *testing.T, v any) {
 	if !bytes.Equal(want, got) {
 		t.Fatalf("mismatch\nreference %s\ndirect    %s", want, got)
 	}
+}
+
+// reflectiveCanonical is Canonical without the typed encoders of
+// canonical_types.go.
+func reflectiveCanonical(v any) ([]byte, error) {
+	var e canonEncoder
+	err := e.value(reflect.ValueOf(v))
+	return e.buf, err
+}
+
+// requireSameCanonical checks the typed encoder (through Canonical) against
+// the reflective encoder and the reference definition.
+func requireSameCanonical(t testing.TB, v any) {
+	t.Helper()
+	var e canonEncoder
+	typed, err := e.canonicalTyped(v)
+	if !typed {
+		t.Fatalf("%T has no typed encoder", v)
+	}
+	refl, reflErr := reflectiveCanonical(v)
+	want, wantErr := canonicalSlow(v)
+	if (err != nil) != (wantErr != nil) || (reflErr != nil) != (wantErr != nil) {
+		t.Fatalf("%T: typed err %v, reflective err %v, reference err %v", v, err, reflErr, wantErr)
+	}
+	if wantErr != nil {
+		return
+	}
+	if !bytes.Equal(e.buf, want) || !bytes.Equal(refl, want) {
+		t.Fatalf("%T mismatch\nreference  %s\ntyped      %s\nreflective %s", v, want, e.buf, refl)
+	}
+	// hashOf streams the same text into the hash in pieces.
+	if h, err := hashOf(v); err != nil || h != SHA256Hex(want) {
+		t.Fatalf("%T: hashOf = %s, %v; want %s", v, h, err, SHA256Hex(want))
+	}
+}
+
+func TestCanonicalTypesMatchReflective(t *testing.T) {
+	f64 := func(f float64) *Retry { return &Retry{Backoff: f, MaxAttempts: 2} }
+	str := func(s string) *string { return &s }
+	docs := []*Document{
+		genGraph(66, 3), genGraph(0, 0), exampleDoc(t), {}, {Nodes: []Node{}, Edges: []Edge{}},
+		{SchemaVersion: 1 << 60, Schemas: map[string]json.RawMessage{"n": nil, "a": json.RawMessage(` [1.0, {"b":1,"a":"\u00e9"}] `), "é": json.RawMessage(`{}`), "😀": json.RawMessage(`1`), "\ue000": json.RawMessage(`2`)},
+			Toolsets: map[string]Toolset{"t": {}, "u": {Tools: []string{"x", "quote\"\x01"}, Skill: "s\n"}}, Tools: "bad \xff utf8"},
+		{Nodes: []Node{
+			{ID: "a", Retry: f64(math.Copysign(0, -1))},
+			{ID: "b", Retry: f64(1.5), TimeoutMs: -1 << 62, Schema: json.RawMessage(`"Item"`), Agent: &AgentRef{}, Action: &ActionRef{ID: "x", Version: 1 << 55}},
+			{ID: "c", Mapping: map[string]Mapping{"": {}, "p": {Pointer: str(""), Template: str("t"), Bindings: map[string]string{}, Literal: json.RawMessage(`null`)}}, Inputs: map[string]string{}, Outputs: map[string]string{"b": "", "a": "x"}},
+		}},
+		{Schemas: map[string]json.RawMessage{"x": json.RawMessage(`{"a":1,"a":2}`)}},
+		{Schemas: map[string]json.RawMessage{"x": json.RawMessage(``)}},
+		{Schemas: map[string]json.RawMessage{"x": json.RawMessage(`nope`)}},
+		{Nodes: []Node{{Retry: f64(math.NaN())}}},
+		{Nodes: []Node{{Retry: f64(math.Inf(-1))}}},
+	}
+	for seed := range 300 {
+		data := make([]byte, 64)
+		for i := range data {
+			data[i] = byte(seed*31 + i*i*7 + seed*i)
+		}
+		docs = append(docs, docFromBytes(data))
+	}
+	for _, d := range docs {
+		requireSameCanonical(t, *d)
+		requireSameCanonical(t, d)
+		if c, issues := Compile(d, testCatalog()); len(issues) == 0 {
+			requireSameCanonical(t, checksumContent{c.Document, c.Actions, c.Agents})
+		}
+	}
+	requireSameCanonical(t, (*Document)(nil))
+	requireSameCanonical(t, checksumContent{})
+	for _, c := range []ActionContract{{}, testCatalog().actions[ActionRef{"workspace.notes.write", 1}],
+		{ID: "x", Description: "d", InputSchema: json.RawMessage(`{"b":[],"a":-0}`), RequiredPermissions: []string{}, TimeoutMs: 1 << 54}} {
+		requireSameCanonical(t, c)
+		requireSameCanonical(t, PinnedAction{ActionContract: c})
+		requireSameCanonical(t, PinnedAction{ActionContract: c, Hash: "h"})
+	}
+	for _, c := range []AgentContract{{}, {Key: "k", Revision: 3, Archived: true, OutputSchema: json.RawMessage(`true`), AllowedTools: []string{"a@1"}, RequiredPermissions: []string{"p"}, Hash: "h"}} {
+		requireSameCanonical(t, c)
+	}
+}
+
+// FuzzCanonicalRaw compares the direct canonicalization of raw JSON text
+// with jcs.Transform on arbitrary bytes: the same output, or both fail.
+func FuzzCanonicalRaw(f *testing.F) {
+	for _, s := range []string{
+		` { "z" : [ 1.0 , 2E3, -0, -0.0, 1e21, 123456789012345, 1234567890123456, 0.1e-6 ] , "a" : "\u00e9\ud83d\ude00\/\b" } `,
+		`{"b":1,"a":2,"b":3}`, `"\ud800"`, `"\udc00\ud800"`, `[[[[]]]]`, `{"":{"":""}}`, `1 2`, `tru`, `"\u0000\u001f\u007f"`,
+		`{"é":1,"\ue000":2,"😀":3}`, "\"\xff\"", `[1,]`, `{"a":1,}`, `-`, `01`, `1.`, `1e`, `1e+`, `9007199254740993`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, wantErr := jcs.Transform(data)
+		var e canonEncoder
+		err := e.raw(data)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("raw err %v, reference err %v", err, wantErr)
+		}
+		if err == nil && !bytes.Equal(e.buf, want) {
+			t.Fatalf("mismatch\nreference %s\ndirect    %s", want, e.buf)
+		}
+		// The direct path must take valid JSON itself (so the fast path is
+		// what runs), except where the reference rejects it.
+		if json.Valid(data) && wantErr == nil && len(data) < 4096 {
+			r := rawCanon{src: data, e: &canonEncoder{}}
+			r.ws()
+			ok := r.value()
+			r.ws()
+			if !ok || r.pos != len(data) {
+				if bytes.Count(data, []byte("["))+bytes.Count(data, []byte("{")) <= rawMaxDepth {
+					t.Fatalf("valid JSON took the reference route: %q", data)
+				}
+			}
+		}
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
@@ -20,38 +19,102 @@ import (
 // own JSON mapping).
 const GateInputVariable = "input"
 
-// celEnv builds the environment once: the standard library with its standard
-// macros only (no extension libraries), one dyn variable, and cross-type
-// numeric comparisons because JSON numbers arrive as doubles and authors
-// write `input.n > 3`.
-var celEnv = sync.OnceValues(func() (*cel.Env, error) {
+// newCELEnv builds the cel/v1 environment: the standard library with its
+// standard macros only (no extension libraries), one dyn variable, and
+// cross-type numeric comparisons because JSON numbers arrive as doubles and
+// authors write `input.n > 3`. Building it is cheap (~40 µs including the
+// lazy set-up of its first check); type-checking an expression in it is not
+// (~60 µs for a short one), which is what Compiler caches.
+func newCELEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable(GateInputVariable, cel.DynType),
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(DefaultLimits.MaxExpressionChars),
 		cel.EagerlyValidateDeclarations(true),
 	)
-})
+}
+
+// Compiler holds what validation and compilation can reuse between calls:
+// the cel/v1 environment, and bounded caches of the outcome of type-checking
+// a gate expression and of compiling a JSON Schema, keyed by their exact
+// text. Both outcomes are pure functions of that text (the environment and
+// the schema loader are fixed), so a cached answer is the answer a fresh
+// check would give. A process should hold one Compiler and pass it in
+// Options.Compiler to every ValidateWith, DryRunWith and CompileWith; the
+// package-level functions without one build a fresh, uncached environment
+// per call. A Compiler is safe for concurrent use.
+type Compiler struct {
+	env    *cel.Env
+	envErr error
+	// gates maps an expression to "" (it type-checks) or the user-facing
+	// reason it does not; schemas does the same for a JSON Schema's bytes.
+	gates   *boundedCache
+	schemas *boundedCache
+}
+
+// CompilerConfig bounds a Compiler's caches. The zero value is the defaults.
+type CompilerConfig struct {
+	// CacheEntries bounds the expressions and the schemas remembered (each
+	// cache separately). 0 means DefaultCompilerCacheEntries; a negative
+	// value disables caching.
+	CacheEntries int
+	// CacheBytes bounds the total length of the remembered expression texts
+	// and, separately, schema texts (keys are kept; outcomes are a short
+	// message). 0 means DefaultCompilerCacheBytes. A text longer than half
+	// of it is never cached.
+	CacheBytes int
+}
+
+// Default Compiler cache bounds: enough for the gates and schemas of many
+// limit-sized graphs, a few MiB at most.
+const (
+	DefaultCompilerCacheEntries = 8192
+	DefaultCompilerCacheBytes   = 4 << 20
+)
+
+// NewCompiler builds a Compiler. It never fails: if the cel/v1 environment
+// could not be built (a programming error), every gate expression is reported
+// INVALID_EXPRESSION with the reason, as before.
+func NewCompiler(cfg CompilerConfig) *Compiler {
+	c := newUncachedCompiler()
+	if cfg.CacheEntries >= 0 {
+		entries, size := cfg.CacheEntries, cfg.CacheBytes
+		if entries == 0 {
+			entries = DefaultCompilerCacheEntries
+		}
+		if size <= 0 {
+			size = DefaultCompilerCacheBytes
+		}
+		c.gates = newBoundedCache(entries, size)
+		c.schemas = newBoundedCache(entries, size)
+	}
+	return c
+}
+
+// newUncachedCompiler is what the package-level functions use per call.
+func newUncachedCompiler() *Compiler {
+	env, err := newCELEnv()
+	return &Compiler{env: env, envErr: err}
+}
 
 // Gate is a compiled cel/v1 expression, safe for concurrent use.
 type Gate struct {
 	program cel.Program
 }
 
-// checkGate parses and type-checks a cel/v1 expression. It is the part of
-// CompileGate that validation needs; it returns a user-facing message.
-func checkGate(expression string) (*cel.Ast, error) {
+// checkGate parses and type-checks a cel/v1 expression in c's environment,
+// without the cache. It returns a user-facing message as the error.
+func (c *Compiler) checkGate(expression string) (*cel.Ast, error) {
 	if expression == "" {
 		return nil, fmt.Errorf("expression is empty")
 	}
 	if n := utf8.RuneCountInString(expression); n > DefaultLimits.MaxExpressionChars {
 		return nil, fmt.Errorf("expression has %d characters; the limit is %d", n, DefaultLimits.MaxExpressionChars)
 	}
-	env, err := celEnv()
-	if err != nil {
-		return nil, fmt.Errorf("cel environment: %w", err)
+	if c.envErr != nil {
+		return nil, fmt.Errorf("cel environment: %w", c.envErr)
 	}
-	ast, iss := env.Compile(expression)
+	ast, iss := c.env.Compile(expression)
 	if iss != nil && iss.Err() != nil {
 		return nil, iss.Err()
 	}
@@ -62,16 +125,44 @@ func checkGate(expression string) (*cel.Ast, error) {
 	return ast, nil
 }
 
-// CompileGate compiles a cel/v1 gate expression with the shared environment
-// and the cost limit of DefaultLimits. Callers may cache the result per
-// (checksum, node id).
-func CompileGate(expression string) (*Gate, error) {
-	ast, err := checkGate(expression)
+// gateProblem is why expression does not type-check ("" when it does),
+// answered from the cache when the expression was checked before.
+func (c *Compiler) gateProblem(expression string) string {
+	if msg, ok := c.gates.get(expression); ok {
+		return msg
+	}
+	msg := ""
+	if _, err := c.checkGate(expression); err != nil {
+		msg = err.Error()
+	}
+	c.gates.put(expression, msg)
+	return msg
+}
+
+// schemaProblem is why raw does not compile as a JSON Schema ("" when it
+// does), answered from the cache when the same bytes were compiled before.
+func (c *Compiler) schemaProblem(raw json.RawMessage) string {
+	key := string(raw)
+	if msg, ok := c.schemas.get(key); ok {
+		return msg
+	}
+	msg := ""
+	if _, err := CompileSchema(raw); err != nil {
+		msg = err.Error()
+	}
+	c.schemas.put(key, msg)
+	return msg
+}
+
+// CompileGate compiles a cel/v1 gate expression with c's environment and the
+// cost limit of DefaultLimits. Callers may cache the result per (checksum,
+// node id).
+func (c *Compiler) CompileGate(expression string) (*Gate, error) {
+	ast, err := c.checkGate(expression)
 	if err != nil {
 		return nil, err
 	}
-	env, _ := celEnv() // checkGate returned its error
-	prg, err := env.Program(ast,
+	prg, err := c.env.Program(ast,
 		cel.CostLimit(DefaultLimits.ExpressionCostLimit),
 		// Check the context every 100 comprehension steps, so a cancelled
 		// or timed-out activity stops evaluating promptly.
@@ -80,6 +171,13 @@ func CompileGate(expression string) (*Gate, error) {
 		return nil, err
 	}
 	return &Gate{program: prg}, nil
+}
+
+// CompileGate compiles a cel/v1 gate expression with a fresh environment and
+// the cost limit of DefaultLimits. A process compiling many gates should hold
+// a Compiler and use its CompileGate instead.
+func CompileGate(expression string) (*Gate, error) {
+	return newUncachedCompiler().CompileGate(expression)
 }
 
 // Eval evaluates the gate against a JSON-decoded input (maps, slices,

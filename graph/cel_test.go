@@ -2,6 +2,9 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +80,86 @@ func TestCompileGateRejects(t *testing.T) {
 	} {
 		_, err := CompileGate(expr)
 		require.Error(t, err, "expression %q", expr)
+	}
+}
+
+func TestCompilerCachesOutcomes(t *testing.T) {
+	c := NewCompiler(CompilerConfig{})
+	cat := testCatalog()
+	doc := genGraph(5, 1)
+	doc.Nodes[1].Expression = "input.nope("            // does not parse
+	doc.Nodes[4].Expression = "'s'"                    // not bool
+	doc.Schemas["Bad"] = json.RawMessage(`{"type":1}`) // does not compile
+	want := Validate(doc, cat)
+	require.NotEmpty(t, want)
+	for range 3 { // the first call fills the caches, the others read them
+		require.Equal(t, want, ValidateWith(doc, cat, Options{Compiler: c}))
+	}
+	require.Equal(t, 5, c.gates.len(), "one entry per distinct expression")
+	require.Equal(t, 3, c.schemas.len(), "one entry per distinct schema")
+
+	// A cached answer is the fresh answer, message included.
+	for expr, msg := range c.gates.cur {
+		fresh := ""
+		if _, err := c.checkGate(expr); err != nil {
+			fresh = err.Error()
+		}
+		require.Equal(t, fresh, msg, expr)
+	}
+
+	g, err := c.CompileGate("input.n > 3")
+	require.NoError(t, err)
+	ok, err := g.EvalJSON(context.Background(), []byte(`{"n":4}`))
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+func TestCompilerCacheBounds(t *testing.T) {
+	c := NewCompiler(CompilerConfig{CacheEntries: 10, CacheBytes: 1 << 20})
+	for i := range 100 {
+		c.gateProblem(fmt.Sprintf("input.n > %d", i))
+		require.LessOrEqual(t, c.gates.len(), 10)
+	}
+	// Recently used entries survive: the last one is still there.
+	_, ok := c.gates.get("input.n > 99")
+	require.True(t, ok)
+
+	c = NewCompiler(CompilerConfig{CacheBytes: 100})
+	c.gateProblem("input.s == '" + strings.Repeat("x", 60) + "'") // longer than half the budget
+	require.Zero(t, c.gates.len())
+	for i := range 20 {
+		c.gateProblem(fmt.Sprintf("input.n > %d", 1000+i)) // 14 bytes each
+		require.LessOrEqual(t, c.gates.curBytes, 50)
+	}
+
+	c = NewCompiler(CompilerConfig{CacheEntries: -1})
+	require.Equal(t, "", c.gateProblem("true"))
+	require.Zero(t, c.gates.len())
+}
+
+// TestCompilerConcurrent shares one Compiler between goroutines (run with
+// -race): every validation sees the same issues as an uncached one.
+func TestCompilerConcurrent(t *testing.T) {
+	c := NewCompiler(CompilerConfig{CacheEntries: 16})
+	cat := testCatalog()
+	docs := []*Document{genGraph(8, 2), genGraph(3, 0), docFromBytes([]byte("gates and more gates 0123456789"))}
+	want := make([][]Issue, len(docs))
+	for i, d := range docs {
+		want[i] = Validate(d, cat)
+	}
+	done := make(chan struct{})
+	for w := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for k := range 20 {
+				i := (w + k) % len(docs)
+				if got := ValidateWith(docs[i], cat, Options{Compiler: c}); !reflect.DeepEqual(want[i], got) {
+					t.Errorf("doc %d: %v, want %v", i, got, want[i])
+				}
+			}
+		}()
+	}
+	for range 4 {
+		<-done
 	}
 }

@@ -34,7 +34,7 @@ func CompileWith(doc *Document, cat Catalog, opts Options) (*Compiled, []Issue) 
 
 // compile builds the revision from a clean analysis.
 func (a *analysis) compile() (*Compiled, error) {
-	doc := normalizedDocument(a.doc, a.order)
+	doc := normalizedDocument(a.doc, a.order, a.index)
 
 	actions := make([]PinnedAction, 0, len(a.actions))
 	for _, ref := range slices.SortedFunc(maps.Keys(a.actions), compareActionRef) {
@@ -110,24 +110,29 @@ func (c *Compiled) VerifyChecksum() error {
 // agents}. Nodes are in compile order and edges sorted, and JCS sorts every
 // object key, so the checksum depends on content only.
 func checksum(c *Compiled) (string, error) {
-	return hashOf(struct {
-		Document Document        `json:"document"`
-		Actions  []PinnedAction  `json:"actions"`
-		Agents   []AgentContract `json:"agents"`
-	}{c.Document, c.Actions, c.Agents})
+	return hashOfSized(checksumContent{c.Document, c.Actions, c.Agents}, canonFlushSize+canonFlushSize/2)
 }
 
 // normalizedDocument returns doc with nodes in compile order and edges sorted
 // by (from, to). Content is otherwise as authored (no defaults filled), so
 // what the author wrote is what the checksum covers.
-func normalizedDocument(doc *Document, order []string) Document {
+func normalizedDocument(doc *Document, order []string, index map[string]int) Document {
 	out := *doc
-	pos := make(map[string]int, len(order))
-	for i, id := range order {
-		pos[id] = i
+	if len(order) == len(doc.Nodes) && doc.Nodes != nil {
+		// A clean analysis: ids are distinct and order names every node
+		// once, so the nodes are placed directly.
+		out.Nodes = make([]Node, len(order))
+		for i, id := range order {
+			out.Nodes[i] = doc.Nodes[index[id]]
+		}
+	} else {
+		pos := make(map[string]int, len(order))
+		for i, id := range order {
+			pos[id] = i
+		}
+		out.Nodes = slices.Clone(doc.Nodes)
+		slices.SortStableFunc(out.Nodes, func(x, y Node) int { return cmp.Compare(pos[x.ID], pos[y.ID]) })
 	}
-	out.Nodes = slices.Clone(doc.Nodes)
-	slices.SortStableFunc(out.Nodes, func(x, y Node) int { return cmp.Compare(pos[x.ID], pos[y.ID]) })
 	out.Edges = slices.Clone(doc.Edges)
 	if out.Edges == nil {
 		out.Edges = []Edge{}

@@ -30,14 +30,23 @@ type DecodeError struct {
 	Message string `json:"message"`
 	// Path is a JSON pointer to the offending value, when one is known.
 	Path string `json:"path,omitempty"`
+	// Line and Column (1-based) locate the problem in the source text when
+	// the decoder knows them (YAML documents: see ParseYAML); 0 otherwise.
+	Line   int `json:"line,omitempty"`
+	Column int `json:"column,omitempty"`
 }
 
-// Error renders the code, the path when known, and the message.
+// Error renders the code, the path and the source position when known, and
+// the message.
 func (e *DecodeError) Error() string {
+	where := ""
 	if e.Path != "" {
-		return fmt.Sprintf("%s at %s: %s", e.Code, e.Path, e.Message)
+		where = " at " + e.Path
 	}
-	return e.Code + ": " + e.Message
+	if e.Line > 0 {
+		where += fmt.Sprintf(" (line %d, column %d)", e.Line, e.Column)
+	}
+	return e.Code + where + ": " + e.Message
 }
 
 // Decode strictly decodes a JSON graph document: valid UTF-8 JSON, exactly
@@ -53,6 +62,16 @@ func Decode(data []byte) (*Document, error) {
 	if !utf8.Valid(data) {
 		return nil, &DecodeError{Code: CodeInvalidJSON, Message: "document is not valid UTF-8"}
 	}
+	if doc, ok := decodeFast(data); ok {
+		return doc, nil
+	}
+	return decodeChecked(data)
+}
+
+// decodeChecked is Decode's checking path: it finds and reports the first
+// problem of a document the one-pass path (decode_fast.go) did not accept,
+// and decodes the rare well-formed document it does not handle.
+func decodeChecked(data []byte) (*Document, error) {
 	tree, err := parseTree(data)
 	if err != nil {
 		return nil, err
@@ -394,7 +413,13 @@ func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
 // sortedKeys returns m's keys in ascending order, so every walk over a map is
 // deterministic.
 func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+	return sortedKeysBuf(make([]string, 0, len(m)), m)
+}
+
+// sortedKeysBuf is sortedKeys appending to buf[:0]; hot loops pass a small
+// array on their stack so the usual few ports or entries allocate nothing.
+func sortedKeysBuf[V any](buf []string, m map[string]V) []string {
+	keys := buf[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}

@@ -1,9 +1,14 @@
 package graph
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -86,4 +91,101 @@ func TestDecodeSizeBoundary(t *testing.T) {
 	require.Len(t, doc, DefaultLimits.MaxDocumentBytes)
 	_, err := Decode([]byte(doc))
 	require.NoError(t, err)
+}
+
+// FuzzDecodeFast checks Decode's one-pass path against its checking path on
+// arbitrary bytes: the one-pass path accepts a document only when the
+// checking path does, and then builds the same Document; and it accepts
+// every document the checking path accepts (unless it is nested deeper than
+// it follows), so well-formed documents always take it.
+func FuzzDecodeFast(f *testing.F) {
+	f.Add(exampleJSON(f))
+	gen, err := json.Marshal(genGraph(3, 1))
+	require.NoError(f, err)
+	f.Add(gen)
+	f.Add([]byte(`{"schemaVersion":1,"nodes":[{"id":"a","kind":"action","schema":null,"mapping":{"x":{"literal":{"b":[1e308,-0,"\ud83d\ude00"],"a":null},"bindings":{}}},"retry":{"backoff":1.5e0,"maxAttempts":-0}}],"edges":[],"tools":"\u0069"}`))
+	f.Add([]byte(` {"schemaVersion" : 1 , "schemas":{"A":{"a":{"a":1},"b":{"a":2}}}, "toolsets":{"t":{"tools":[],"skill":"s"}}} `))
+	f.Add([]byte(`{"schemaVersion":1,"nodes":[{"i\u0064":"x","kind":"input","inputs":{"a":"b","a":"c"}}]}`))
+	f.Add([]byte(`{"schemaVersion":1,"schemas":{"A":[1.0e999]}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		compareDecodePaths(t, data)
+		compareDecodePaths(t, mutatedDocumentJSON(data))
+	})
+}
+
+// mutatedDocumentJSON builds a document from fuzz bytes (see docFromBytes),
+// marshals it, and damages the text at a few places chosen by the same
+// bytes: near-valid input, where the two decode paths are easiest to tell
+// apart.
+func mutatedDocumentJSON(data []byte) []byte {
+	out, err := json.Marshal(docFromBytes(data))
+	if err != nil || len(data) == 0 {
+		return out
+	}
+	snippets := []string{`"`, `\`, `\u00`, `\ud800`, `{`, `}`, `[`, `]`, `,`, `:`, `null`, `1e999`, `-0`, ` `, `"x":1,`, `"id":"a",`, `"schemaVersion":1,`, `1.5`}
+	r := &byteReader{data: data, pos: len(data) / 2}
+	for range 1 + r.next()%3 {
+		pos := (r.next()<<8 | r.next()) % (len(out) + 1)
+		switch r.next() % 3 {
+		case 0: // delete a few bytes
+			end := min(len(out), pos+1+r.next()%4)
+			out = append(out[:pos:pos], out[end:]...)
+		case 1: // insert a snippet
+			out = slices.Insert(out, pos, []byte(pick(r, snippets))...)
+		case 2: // duplicate a slice of the text
+			end := min(len(out), pos+r.next()%32)
+			out = slices.Insert(out, pos, slices.Clone(out[pos:end])...)
+		}
+	}
+	return out
+}
+
+func compareDecodePaths(t *testing.T, data []byte) {
+	t.Helper()
+	{
+		if len(data) > DefaultLimits.MaxDocumentBytes || !utf8.Valid(data) {
+			return
+		}
+		fast, fastOK := decodeFast(data)
+		slow, err := decodeChecked(data)
+		if fastOK {
+			if err != nil {
+				t.Fatalf("one-pass path accepted what the checking path refuses (%v): %q", err, data)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("paths disagree on %q\none-pass %#v\nchecking %#v", data, fast, slow)
+			}
+			return
+		}
+		if err == nil && bytes.Count(data, []byte("["))+bytes.Count(data, []byte("{")) <= fastMaxDepth {
+			t.Fatalf("one-pass path refused a well-formed document: %q", data)
+		}
+	}
+}
+
+func TestDecodePathsAgree(t *testing.T) {
+	const head = `{"schemaVersion":1,"nodes":[`
+	for _, doc := range []string{
+		head + `{"id":"a","kind":"validator","schema":null}]}`,
+		head + `{"id":"a","kind":"action","mapping":{"x":{"literal":null}}}]}`,
+		`{"schemaVersion":1,"schemas":{"A":null,"B":{"a":{"k":1},"b":{"k":1}}}}`,
+		`{"schemaVersion":1,"schemas":{"A":{"a":{"k":1,"k":2}}}}`,
+		`{"schemaVersion":1,"schemas":{"A":{"k":1,"\u006b":2}}}`,
+		head + `{"i\u0064":"a","kind":"input","timeoutMs":-0}]}`,
+		head + `{"id":"a","kind":"input","timeoutMs":9223372036854775808}]}`,
+		head + `{"id":"a","kind":"input","timeoutMs":1e2}]}`,
+		head + `{"id":"a","kind":"action","retry":{"backoff":-0.0,"maxAttempts":3}}]}`,
+		head + `{"id":"a","kind":"action","retry":{"backoff":1e-400}}]}`,
+		head + `{"id":"a","kind":"action","mapping":{"x":{"literal":[` + strings.Repeat("9", 400) + `]}}}]}`,
+		head + `{"id":"a","kind":"action","mapping":{"x":{"literal":"\ud83d\ude00\ud83d"}}}]}`,
+		`{"schemaVersion":1,"toolsets":{"t":{"tools":null,"skill":"s"}}}`,
+		`{"schemaVersion":1,"toolsets":{"t":{"tools":[],"skill":"s"},"t":{"tools":[],"skill":"s"}}}`,
+		`{"schemaVersion":1,"nodes":[],"edges":[],"nodes":[]}`,
+		"\t{\"schemaVersion\":1}\r\n",
+		`{"schemaVersion":1}` + "\x00",
+		`{"schemaVersion":1,"schemas":{"A":` + strings.Repeat("[", fastMaxDepth+5) + strings.Repeat("]", fastMaxDepth+5) + `}}`,
+		`{"schemaVersion":1,"schemas":{"A":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`,
+	} {
+		compareDecodePaths(t, []byte(doc))
+	}
 }

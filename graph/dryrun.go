@@ -17,6 +17,13 @@ type DryRunResult struct {
 	// the document has issues.
 	Checksum string `json:"checksum"`
 	Limits   Limits `json:"limits"`
+	// EstimatedHistoryEvents is the worst-case Temporal history of one run
+	// (nodes x attempts; EstimateHistoryEvents), what publication stores.
+	EstimatedHistoryEvents int `json:"estimatedHistoryEvents"`
+	// History details it against Temporal's budget (EstimateHistory); a
+	// revision that cannot fit even with continue-as-new has the issue
+	// HISTORY_LIMIT_EXCEEDED.
+	History HistoryEstimate `json:"history"`
 }
 
 // ReferenceSet is the dependencies a document names (see References).
@@ -40,6 +47,10 @@ func DryRunWith(doc *Document, cat Catalog, opts Options) DryRunResult {
 		References:  ReferenceSet{Actions: actions, Agents: agents},
 		Permissions: []string{},
 		Limits:      DefaultLimits,
+	}
+	if doc != nil {
+		res.History = EstimateHistory(*doc, DefaultHistoryBudget)
+		res.EstimatedHistoryEvents = res.History.TotalEvents
 	}
 	if res.Order == nil {
 		res.Order = []string{}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +24,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"schemaVersion":1,"schemaVersion":1}`))
 	f.Add([]byte(`[1,2`))
 	cat := testCatalog()
+	// One small Compiler for the whole run, so cached answers (and
+	// evictions) are exercised against fresh ones.
+	compiler := NewCompiler(CompilerConfig{CacheEntries: 64})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc, err := Decode(data)
 		if err != nil {
@@ -32,7 +36,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		checkValidateProperties(t, doc, cat)
+		checkValidateProperties(t, doc, cat, compiler)
 	})
 }
 
@@ -45,15 +49,19 @@ func FuzzValidate(f *testing.F) {
 	f.Add([]byte("graph with gates, merges and actions: 0123456789abcdefghijklmnop"))
 	f.Add([]byte{8, 0, 3, 3, 5, 6, 7, 1, 1, 0, 2, 9, 9, 4, 4, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	cat := testCatalog()
+	compiler := NewCompiler(CompilerConfig{CacheEntries: 64})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc := docFromBytes(data)
-		checkValidateProperties(t, doc, cat)
+		checkValidateProperties(t, doc, cat, compiler)
 	})
 }
 
-func checkValidateProperties(t *testing.T, doc *Document, cat Catalog) {
+func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler *Compiler) {
 	t.Helper()
 	issues := Validate(doc, cat)
+	if cached := ValidateWith(doc, cat, Options{Compiler: compiler}); !reflect.DeepEqual(cached, issues) {
+		t.Fatalf("a Compiler changed the issues:\n%v\nwithout one:\n%v", cached, issues)
+	}
 	for _, is := range issues {
 		if is.Code == "" || is.Message == "" {
 			t.Fatalf("incomplete issue %+v", is)
@@ -89,6 +97,19 @@ func checkValidateProperties(t *testing.T, doc *Document, cat Catalog) {
 	again, err := Decode(raw)
 	if err != nil {
 		t.Fatalf("compiled document does not decode: %v\n%s", err, raw)
+	}
+	if fast, ok := decodeFast(raw); !ok || !reflect.DeepEqual(fast, again) {
+		t.Fatalf("a compiled document did not take the one-pass decode path\n%s", raw)
+	}
+	if checked, err := decodeChecked(raw); err != nil || !reflect.DeepEqual(checked, again) {
+		t.Fatalf("decode paths disagree (%v)\n%s", err, raw)
+	}
+	sum, err := hashOf(checksumContent{c.Document, c.Actions, c.Agents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref, err := canonicalSlow(checksumContent{c.Document, c.Actions, c.Agents}); err != nil || SHA256Hex(ref) != sum || sum != c.Checksum {
+		t.Fatalf("checksum %s differs from the reference encoding's (%v)", c.Checksum, err)
 	}
 	c2, issues2 := Compile(again, cat)
 	if len(issues2) > 0 || c2.Checksum != c.Checksum {

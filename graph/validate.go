@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -15,6 +16,12 @@ type Options struct {
 	// each {{ variable }} is known: UNKNOWN_VARIABLE) and reports the scopes
 	// the template needs, which become the node's required permissions.
 	Templates TemplateChecker
+	// Compiler, when set, supplies the cel/v1 environment and remembers
+	// which gate expressions and schemas were already checked, so a
+	// long-lived process re-validating known content skips that work. Nil
+	// uses a fresh Compiler (no cache) for the call. Results never depend on
+	// it.
+	Compiler *Compiler
 }
 
 // TemplateChecker is implemented by the variables package. graph stays free
@@ -78,18 +85,26 @@ type analysis struct {
 	unique []bool
 	// edges are the edges whose both endpoints resolved to declared ports.
 	edges []resolvedEdge
-	// incoming counts edges into each input port, keyed by node index.
-	incoming []map[string]int
+	// incoming counts edges into each input port.
+	incoming map[portKey]int
 
 	actions   map[ActionRef]ActionContract
 	agents    map[AgentRef]AgentContract
 	nodePerms map[string][]string
 
-	// gateChecks memoizes checkGate per distinct expression.
-	gateChecks map[string]error
+	// gateChecks memoizes the gate check per distinct expression.
+	gateChecks map[string]string
+	// compiler is opts.Compiler, or a fresh one built on first use.
+	compiler *Compiler
 
 	// order is the compile order, or nil when the graph has a cycle.
 	order []string
+}
+
+// portKey names one port of the node at index node.
+type portKey struct {
+	node int
+	port string
 }
 
 type resolvedEdge struct {
@@ -108,7 +123,7 @@ func analyze(doc *Document, cat Catalog, opts Options) *analysis {
 	}
 	a := &analysis{doc: doc, cat: cat, opts: opts, issues: []Issue{},
 		actions: map[ActionRef]ActionContract{}, agents: map[AgentRef]AgentContract{},
-		nodePerms: map[string][]string{}, gateChecks: map[string]error{}}
+		nodePerms: map[string][]string{}, gateChecks: map[string]string{}}
 	if doc == nil {
 		a.add(CodeInvalidDocument, "", "document is missing")
 		return a
@@ -126,7 +141,32 @@ func analyze(doc *Document, cat Catalog, opts Options) *analysis {
 	a.resolveEdges()
 	a.checkWiring()
 	a.checkGraph()
+	a.checkHistory()
 	return a
+}
+
+// celCompiler returns the Compiler of this analysis, building an uncached one
+// on first use when Options has none (most documents without gates then never
+// build a CEL environment).
+func (a *analysis) celCompiler() *Compiler {
+	if a.compiler == nil {
+		a.compiler = a.opts.Compiler
+		if a.compiler == nil {
+			a.compiler = newUncachedCompiler()
+		}
+	}
+	return a.compiler
+}
+
+// schemaProblem is why raw does not compile as a JSON Schema, or "".
+func (a *analysis) schemaProblem(raw json.RawMessage) string {
+	if a.opts.Compiler != nil {
+		return a.opts.Compiler.schemaProblem(raw)
+	}
+	if _, err := CompileSchema(raw); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func (a *analysis) checkSizes() {
@@ -158,8 +198,8 @@ func (a *analysis) checkSchemas() {
 			a.add(CodeInvalidSchema, path, "schema must be a JSON Schema object")
 			continue
 		}
-		if _, err := CompileSchema(raw); err != nil {
-			a.add(CodeInvalidSchema, path, "schema does not compile: %v", err)
+		if msg := a.schemaProblem(raw); msg != "" {
+			a.add(CodeInvalidSchema, path, "schema does not compile: %s", msg)
 		}
 	}
 }
@@ -211,7 +251,7 @@ func toolsetNameProblem(name string) string {
 func (a *analysis) indexNodes() {
 	a.index = make(map[string]int, len(a.doc.Nodes))
 	a.unique = make([]bool, len(a.doc.Nodes))
-	a.incoming = make([]map[string]int, len(a.doc.Nodes))
+	a.incoming = make(map[portKey]int, len(a.doc.Edges))
 	for i, n := range a.doc.Nodes {
 		if !validIdent(n.ID) {
 			a.add(CodeInvalidNode, nodePath(i, "id"), "node id %q must match %s", n.ID, identPattern)
@@ -222,7 +262,6 @@ func (a *analysis) indexNodes() {
 		}
 		a.index[n.ID] = i
 		a.unique[i] = true
-		a.incoming[i] = map[string]int{}
 	}
 }
 

@@ -24,10 +24,10 @@ func (a *analysis) resolveEdges() {
 		from, fromPort, okFrom := a.resolveEndpoint(i, "from", e.From)
 		to, toPort, okTo := a.resolveEndpoint(i, "to", e.To)
 		if okTo {
-			if a.incoming[to][toPort] > 0 {
+			if a.incoming[portKey{to, toPort}] > 0 {
 				a.add(CodeInvalidNode, edgePath(i, "to"), "input port %s already has an incoming edge; every input port takes exactly one", e.To)
 			}
-			a.incoming[to][toPort]++
+			a.incoming[portKey{to, toPort}]++
 		}
 		if !okFrom || !okTo {
 			continue
@@ -73,8 +73,9 @@ func (a *analysis) checkWiring() {
 			continue
 		}
 		total := 0
-		for _, p := range sortedKeys(n.Inputs) {
-			c := a.incoming[i][p]
+		var kb [8]string
+		for _, p := range sortedKeysBuf(kb[:], n.Inputs) {
+			c := a.incoming[portKey{i, p}]
 			total += c
 			if c == 0 {
 				a.add(CodeDanglingEdge, nodePath(i, "inputs", p), "input port %s.%s has no incoming edge", n.ID, p)

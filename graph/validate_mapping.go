@@ -10,30 +10,42 @@ import (
 // each entry is exactly one of literal, pointer or template; pointers and
 // bindings are RFC 6901 and start at one of the node's input ports.
 func (a *analysis) checkMapping(i int, n Node) {
-	path := nodePath(i, "mapping")
 	if !callsSomething(n.Kind) {
 		if len(n.Mapping) > 0 {
-			a.add(CodeInvalidMapping, path, "only agent, agent-decision and action nodes take a mapping")
+			a.add(CodeInvalidMapping, nodePath(i, "mapping"), "only agent, agent-decision and action nodes take a mapping")
 		}
 		return
 	}
 	if len(n.Mapping) == 0 {
 		if len(n.Inputs) > 1 {
-			a.add(CodeInvalidMapping, path, "a node with several input ports needs a mapping to build its call input")
+			a.add(CodeInvalidMapping, nodePath(i, "mapping"), "a node with several input ports needs a mapping to build its call input")
 		}
 		return
 	}
 	if c := len(n.Mapping); c > DefaultLimits.MaxMappingEntries {
-		a.add(CodeLimitExceeded, path, "%d mapping entries; the limit is %d", c, DefaultLimits.MaxMappingEntries)
+		a.add(CodeLimitExceeded, nodePath(i, "mapping"), "%d mapping entries; the limit is %d", c, DefaultLimits.MaxMappingEntries)
 	}
-	for _, key := range sortedKeys(n.Mapping) {
-		a.checkMappingEntry(n, path+"/"+escapeToken(key), key, n.Mapping[key])
+	var kb [8]string
+	for _, key := range sortedKeysBuf(kb[:], n.Mapping) {
+		a.checkMappingEntry(n, mappingPath{i, key}, key, n.Mapping[key])
 	}
 }
 
-func (a *analysis) checkMappingEntry(n Node, path, key string, m Mapping) {
+// mappingPath is the JSON pointer of one mapping entry. It is built only
+// when an issue is reported: most entries have none.
+type mappingPath struct {
+	node int
+	key  string
+}
+
+// at is the pointer of the entry followed by raw tokens.
+func (p mappingPath) at(tokens ...string) string {
+	return nodePath(p.node, "mapping") + "/" + escapeToken(p.key) + ptr(tokens...)
+}
+
+func (a *analysis) checkMappingEntry(n Node, path mappingPath, key string, m Mapping) {
 	if key == "" {
-		a.add(CodeInvalidMapping, path, "mapping keys name call input fields and must not be empty")
+		a.add(CodeInvalidMapping, path.at(), "mapping keys name call input fields and must not be empty")
 	}
 	set := 0
 	if len(m.Literal) > 0 {
@@ -46,35 +58,35 @@ func (a *analysis) checkMappingEntry(n Node, path, key string, m Mapping) {
 		set++
 	}
 	if set != 1 {
-		a.add(CodeInvalidMapping, path, "a mapping entry is exactly one of literal, pointer or template (found %d)", set)
+		a.add(CodeInvalidMapping, path.at(), "a mapping entry is exactly one of literal, pointer or template (found %d)", set)
 		return
 	}
 	if m.Template == nil && m.Bindings != nil {
-		a.add(CodeInvalidMapping, path+"/bindings", "only template mappings take bindings")
+		a.add(CodeInvalidMapping, path.at("bindings"), "only template mappings take bindings")
 	}
 	switch {
 	case len(m.Literal) > 0:
 		if !json.Valid(m.Literal) {
-			a.add(CodeInvalidMapping, path+"/literal", "literal is not valid JSON")
+			a.add(CodeInvalidMapping, path.at("literal"), "literal is not valid JSON")
 		}
 	case m.Pointer != nil:
-		a.checkPortPointer(n, path+"/pointer", *m.Pointer)
+		a.checkPortPointer(n, *m.Pointer, path, "pointer")
 	case m.Template != nil:
 		a.checkTemplate(n, path, *m.Template, m.Bindings)
 	}
 }
 
-func (a *analysis) checkTemplate(n Node, path, tmpl string, bindings map[string]string) {
+func (a *analysis) checkTemplate(n Node, path mappingPath, tmpl string, bindings map[string]string) {
 	if c := utf8.RuneCountInString(tmpl); c > DefaultLimits.MaxTemplateChars {
-		a.add(CodeLimitExceeded, path+"/template", "template has %d characters; the limit is %d", c, DefaultLimits.MaxTemplateChars)
+		a.add(CodeLimitExceeded, path.at("template"), "template has %d characters; the limit is %d", c, DefaultLimits.MaxTemplateChars)
 		return
 	}
-	for _, k := range sortedKeys(bindings) {
-		bp := path + "/bindings/" + escapeToken(k)
-		if !bindingKeyPattern.MatchString(k) {
-			a.add(CodeInvalidMapping, bp, "binding key %q must be a variable key or binding name (%s)", k, bindingKeyPattern)
+	var kb [8]string
+	for _, k := range sortedKeysBuf(kb[:], bindings) {
+		if !validBindingKey(k) {
+			a.add(CodeInvalidMapping, path.at("bindings", k), "binding key %q must be a variable key or binding name (%s)", k, bindingKeyPattern)
 		}
-		a.checkPortPointer(n, bp, bindings[k])
+		a.checkPortPointer(n, bindings[k], path, "bindings", k)
 	}
 	if a.opts.Templates == nil {
 		return
@@ -85,25 +97,67 @@ func (a *analysis) checkTemplate(n Node, path, tmpl string, bindings map[string]
 		if p == "" {
 			p = "/template"
 		}
-		a.issues = append(a.issues, Issue{Code: is.Code, Path: path + p, Message: is.Message})
+		a.issues = append(a.issues, Issue{Code: is.Code, Path: path.at() + p, Message: is.Message})
 	}
 	a.addPerms(n.ID, scopes)
 }
 
 // checkPortPointer checks a pointer whose first token names an input port of
 // n; the rest addresses into that port's value and is resolved at run time.
-func (a *analysis) checkPortPointer(n Node, path, p string) {
-	toks, err := ParsePointer(p)
+// Issues are reported at path.at(sub...).
+func (a *analysis) checkPortPointer(n Node, p string, path mappingPath, sub ...string) {
+	first, ok, err := firstPointerToken(p)
 	if err != nil {
-		a.add(CodeInvalidMapping, path, "pointer %q: %v", p, err)
+		a.add(CodeInvalidMapping, path.at(sub...), "pointer %q: %v", p, err)
 		return
 	}
-	if len(toks) == 0 {
-		a.add(CodeInvalidMapping, path, "pointer must start with an input port, e.g. \"/in\"")
+	if !ok {
+		a.add(CodeInvalidMapping, path.at(sub...), "pointer must start with an input port, e.g. \"/in\"")
 		return
 	}
-	if _, ok := n.Inputs[toks[0]]; !ok {
-		a.add(CodeInvalidMapping, path, "pointer %q starts at %q, which is not an input port of node %q (input ports: %s)",
-			p, toks[0], n.ID, strings.Join(sortedKeys(n.Inputs), ", "))
+	if _, ok := n.Inputs[first]; !ok {
+		a.add(CodeInvalidMapping, path.at(sub...), "pointer %q starts at %q, which is not an input port of node %q (input ports: %s)",
+			p, first, n.ID, strings.Join(sortedKeys(n.Inputs), ", "))
 	}
+}
+
+// firstPointerToken is ParsePointer(p)'s first token without building the
+// others: ok is false for "" (no tokens), err is ParsePointer's error.
+func firstPointerToken(p string) (first string, ok bool, err error) {
+	if !strings.Contains(p, "~") {
+		if p == "" {
+			return "", false, nil
+		}
+		if p[0] != '/' {
+			return "", false, errPointerSyntax
+		}
+		first, _, _ = strings.Cut(p[1:], "/")
+		return first, true, nil
+	}
+	toks, err := ParsePointer(p)
+	if err != nil || len(toks) == 0 {
+		return "", false, err
+	}
+	return toks[0], true, nil
+}
+
+// validBindingKey matches bindingKeyPattern without a regexp: it runs for
+// every binding of every template.
+func validBindingKey(s string) bool {
+	start := true // at the first byte of a segment
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case start:
+			if c < 'a' || c > 'z' {
+				return false
+			}
+			start = false
+		case c == '.':
+			start = true
+		case !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'):
+			return false
+		}
+	}
+	return len(s) > 0 && !start
 }

@@ -73,7 +73,8 @@ func (a *analysis) checkPortNames(i int, n Node) {
 		field string
 		ports map[string]string
 	}{{"inputs", n.Inputs}, {"outputs", n.Outputs}} {
-		for _, p := range sortedKeys(side.ports) {
+		var kb [8]string
+		for _, p := range sortedKeysBuf(kb[:], side.ports) {
 			if !validIdent(p) {
 				a.add(CodeInvalidNode, nodePath(i, side.field, p), "port name %q must match %s", p, identPattern)
 			}
@@ -94,7 +95,8 @@ func (a *analysis) checkPortShape(i int, n Node, rule portRule) {
 	case rule.inputs == atLeastOne && len(n.Inputs) == 0:
 		a.add(CodeInvalidNode, nodePath(i, "inputs"), "%s nodes need at least one input port", n.Kind)
 	}
-	for _, p := range sortedKeys(n.Outputs) {
+	var kb [8]string
+	for _, p := range sortedKeysBuf(kb[:], n.Outputs) {
 		if !slices.Contains(rule.outputs, p) {
 			a.add(CodeInvalidNode, nodePath(i, "outputs", p), "%s nodes have no output port %q (%s)", n.Kind, p, describePorts(rule.outputs))
 		}
@@ -239,23 +241,23 @@ func (a *analysis) checkGate(i int, n Node) {
 			a.add(CodeInvalidExpression, nodePath(i, "language"), "gate language %q is not supported; the only language is %q", n.Language, LanguageCELv1)
 		}
 	}
-	path := nodePath(i, "expression")
 	if c := utf8.RuneCountInString(n.Expression); c > DefaultLimits.MaxExpressionChars {
-		a.add(CodeLimitExceeded, path, "expression has %d characters; the limit is %d", c, DefaultLimits.MaxExpressionChars)
+		a.add(CodeLimitExceeded, nodePath(i, "expression"), "expression has %d characters; the limit is %d", c, DefaultLimits.MaxExpressionChars)
 		return
 	}
 	if n.Language != LanguageCELv1 {
 		return
 	}
-	err, seen := a.gateChecks[n.Expression]
+	msg, seen := a.gateChecks[n.Expression]
 	if !seen {
-		// Compiling CEL dominates validation time; a graph often repeats
-		// an expression, so check each distinct one once.
-		_, err = checkGate(n.Expression)
-		a.gateChecks[n.Expression] = err
+		// Type-checking CEL dominates validation time; a graph often
+		// repeats an expression, so check each distinct one once (and the
+		// Compiler remembers it across calls).
+		msg = a.celCompiler().gateProblem(n.Expression)
+		a.gateChecks[n.Expression] = msg
 	}
-	if err != nil {
-		a.add(CodeInvalidExpression, path, "%s", strings.TrimSpace(err.Error()))
+	if msg != "" {
+		a.add(CodeInvalidExpression, nodePath(i, "expression"), "%s", strings.TrimSpace(msg))
 	}
 }
 
@@ -272,8 +274,8 @@ func (a *analysis) checkValidator(i int, n Node) {
 		}
 		// A named schema is compiled (and reported) under /schemas.
 	case raw[0] == '{':
-		if _, err := CompileSchema(raw); err != nil {
-			a.add(CodeInvalidSchema, path, "schema does not compile: %v", err)
+		if msg := a.schemaProblem(raw); msg != "" {
+			a.add(CodeInvalidSchema, path, "schema does not compile: %s", msg)
 		}
 	default:
 		a.add(CodeInvalidSchema, path, "schema must be a name in schemas or an inline schema object")
@@ -305,6 +307,7 @@ func (a *analysis) checkAgent(i int, n Node) {
 	}
 	if c, found := a.resolveAgent(*n.Agent, path); found {
 		a.addPerms(n.ID, c.RequiredPermissions)
+		a.resolveAgentTools(c, path)
 	}
 }
 

@@ -261,6 +261,15 @@ func TestValidateCodes(t *testing.T) {
 		{name: "toolset name is a URL", mutate: func(d *Document) {
 			d.Toolsets = map[string]Toolset{"https://x/y": {Tools: []string{"core.echo@1"}, Skill: "x"}}
 		}, code: CodeInvalidToolsPath, path: "/toolsets/https:~1~1x~1y"},
+		{name: "default tools an uncaptured folder path", mutate: func(d *Document) {
+			d.Toolsets = map[string]Toolset{"shared": {Tools: []string{"core.echo@1"}, Skill: "x"}}
+			d.Tools = "./tools/shared"
+		}, code: CodeInvalidToolsPath, path: "/tools"},
+		{name: "node tools a file URL", mutate: func(d *Document) {
+			n := agentNode("save")
+			n.Tools = "file:///etc/tools"
+			d.Nodes[2] = n
+		}, code: CodeInvalidToolsPath, path: "/nodes/2/tools"},
 		{name: "unknown kind", mutate: func(d *Document) {
 			d.Nodes[1].Kind = "loop"
 		}, code: CodeInvalidNode, path: "/nodes/1/kind"},
@@ -448,5 +457,36 @@ func TestValidIdent(t *testing.T) {
 	}
 	for _, bad := range []string{"", "A", "1a", "_a", "a.b", "a b", "é", "a/b", "a" + strings.Repeat("x", 64)} {
 		require.False(t, validIdent(bad), bad)
+	}
+}
+
+// TestHandWrittenMatchers checks the regexp-free matchers and the
+// first-token pointer parse against their definitions on every short string
+// over an alphabet that exercises each rule.
+func TestHandWrittenMatchers(t *testing.T) {
+	alphabet := []string{"a", "z", "A", "0", ".", "_", "-", "~", "/", "1", "é", ""}
+	var all []string
+	var build func(prefix string, n int)
+	build = func(prefix string, n int) {
+		all = append(all, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			if c != "" {
+				build(prefix+c, n-1)
+			}
+		}
+	}
+	build("", 4)
+	for _, s := range all {
+		require.Equal(t, bindingKeyPattern.MatchString(s), validBindingKey(s), "binding key %q", s)
+		toks, perr := ParsePointer(s)
+		first, ok, err := firstPointerToken(s)
+		require.Equal(t, perr, err, "pointer %q", s)
+		require.Equal(t, len(toks) > 0, ok, "pointer %q", s)
+		if ok {
+			require.Equal(t, toks[0], first, "pointer %q", s)
+		}
 	}
 }

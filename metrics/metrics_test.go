@@ -1,11 +1,18 @@
 package metrics_test
 
 import (
+	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/metrics"
 )
 
@@ -32,4 +39,112 @@ func TestNewIsolated(t *testing.T) {
 			t.Errorf("registry lacks %s", want)
 		}
 	}
+}
+
+// TestObserveNodeNilSafe: a process without metrics passes a nil *Metrics.
+func TestObserveNodeNilSafe(t *testing.T) {
+	var m *metrics.Metrics
+	m.ObserveNode("action", metrics.OutcomeSucceeded, time.Millisecond)
+
+	m = metrics.New()
+	m.ObserveNode("gate", metrics.OutcomeSucceeded, 2*time.Millisecond)
+	m.ObserveNode("action", metrics.OutcomeFailed, time.Second)
+	got := scrape(t, m)
+	for _, want := range []string{
+		`weft_node_duration_seconds_count{kind="gate",outcome="succeeded"} 1`,
+		`weft_node_duration_seconds_count{kind="action",outcome="failed"} 1`,
+		`weft_node_duration_seconds_bucket{kind="action",outcome="failed",le="1"} 1`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+}
+
+// TestRunsByStatus counts runs in a real database at scrape time: every
+// status is reported (0 when none) and the counts follow the table.
+func TestRunsByStatus(t *testing.T) {
+	st := testinfra.NewStore(t)
+	m := metrics.New()
+	if err := m.RegisterRuns(st.Pool, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := scrape(t, m)
+	for _, s := range metrics.RunStatuses {
+		if want := `weft_runs{status="` + s + `"} 0`; !strings.Contains(got, want) {
+			t.Errorf("empty table: scrape lacks %s", want)
+		}
+	}
+	if !strings.Contains(got, "weft_runs_collector_up 1") {
+		t.Error("collector not up")
+	}
+
+	for i, status := range []string{"succeeded", "succeeded", "failed", "running"} {
+		_, err := st.Pool.Exec(context.Background(), `INSERT INTO runs
+			(run_id, tenant_id, workflow_key, revision, checksum, mode, status, input, input_hash, origin, actor, permissions, workflow_id)
+			VALUES ($1, 't', 'k', 1, 'c', 'live', $2, '{}', 'h', '{"kind":"api"}', '{"kind":"user","sub":"u"}', '{}', $1)`,
+			fmt.Sprintf("run-%d", i), status)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = scrape(t, m)
+	for _, want := range []string{
+		`weft_runs{status="succeeded"} 2`, `weft_runs{status="failed"} 1`,
+		`weft_runs{status="running"} 1`, `weft_runs{status="queued"} 0`, `weft_runs{status="cancelled"} 0`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+}
+
+// hangingQuerier never answers before its context ends.
+type hangingQuerier struct{}
+
+func (hangingQuerier) Query(ctx context.Context, _ string, _ ...any) (pgx.Rows, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestRunsTimeout: a database that does not answer costs the scrape at
+// most the timeout, reports weft_runs_collector_up 0, and the other
+// metrics are still served.
+func TestRunsTimeout(t *testing.T) {
+	m := metrics.New()
+	if err := m.RegisterRuns(hangingQuerier{}, 50*time.Millisecond, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("scrape = %d", rec.Code)
+	}
+	got := rec.Body.String()
+	if !strings.Contains(got, "weft_runs_collector_up 0") || strings.Contains(got, "weft_runs{") {
+		t.Errorf("want up 0 and no weft_runs series:\n%s", grep(got, "weft_runs"))
+	}
+	if !strings.Contains(got, "go_goroutines") {
+		t.Error("other metrics missing")
+	}
+}
+
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("scrape = %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

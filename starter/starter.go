@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
@@ -34,9 +35,10 @@ import (
 
 // Codes the starter adds to failure's shared set.
 const (
-	// CodeSimulationUnsupported refuses simulation mode and draftRevision
-	// until simulation lands: a run must never pretend to simulate.
-	CodeSimulationUnsupported = "SIMULATION_UNSUPPORTED"
+	// CodeInvalidFixtures refuses simulation fixtures that are malformed,
+	// over fixtures.MaxBytes, or name nodes the revision does not simulate
+	// (details.errors lists {path, message}).
+	CodeInvalidFixtures = "INVALID_FIXTURES"
 )
 
 // MaxIdempotencyKeyLen bounds an idempotency key, in characters.
@@ -68,6 +70,10 @@ type Deps struct {
 	UIURL     string
 	Namespace string
 	Logger    *slog.Logger
+	// Resolver builds the dependency snapshot a simulated draft is compiled
+	// against; pass the API's, so a draft compiles here exactly as it
+	// would publish. Nil resolves the built-in actions and no agents.
+	Resolver *catalog.Resolver
 }
 
 // Starter enqueues, starts, sweeps and cancels runs.
@@ -78,6 +84,7 @@ type Starter struct {
 	uiURL     string
 	namespace string
 	log       *slog.Logger
+	resolver  *catalog.Resolver
 }
 
 // New returns a Starter. Store, Temporal and TaskQueue are required.
@@ -94,7 +101,7 @@ func New(d Deps) (*Starter, error) {
 	return &Starter{
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,
 		uiURL: strings.TrimRight(d.UIURL, "/"), namespace: d.Namespace,
-		log: d.Logger.With("component", "starter"),
+		log: d.Logger.With("component", "starter"), resolver: d.Resolver,
 	}, nil
 }
 
@@ -106,11 +113,15 @@ type Request struct {
 	IdempotencyKey string
 	// Mode defaults to live.
 	Mode execution.Mode
-	// Revision pins a published revision; nil runs the latest one.
+	// Revision pins a published revision; nil (with no DraftRevision)
+	// runs the latest one.
 	Revision *int
-	// DraftRevision and Fixtures belong to simulation mode.
+	// DraftRevision (simulation only) runs that draft, compiled and stored
+	// unpublished under (tenant, checksum).
 	DraftRevision *int
-	Fixtures      json.RawMessage
+	// Fixtures (simulation only) are what simulated nodes return; see
+	// package fixtures.
+	Fixtures json.RawMessage
 }
 
 // Trusted is who asks and with which permissions. It comes from the
@@ -155,17 +166,29 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 		return Accepted{}, failure.New(failure.CodeDocumentTooLarge, "input exceeds %d bytes", MaxInputBytes)
 	}
 
-	rev, compiled, err := s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision)
+	var rev store.Revision
+	var compiled *graph.Compiled
+	if req.DraftRevision != nil {
+		compiled, err = s.compileDraft(ctx, tc.TenantID, req.WorkflowKey, *req.DraftRevision)
+	} else {
+		rev, compiled, err = s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision)
+	}
 	if err != nil {
 		return Accepted{}, err
 	}
 	if err := validateInput(compiled, input); err != nil {
 		return Accepted{}, err
 	}
+	// A live run needs every node's permissions in the snapshot. A
+	// simulation calls nothing (no provider, action or business write), so
+	// the runs.execute scope of the route is all it needs.
+	var fx json.RawMessage
 	if mode == execution.ModeLive {
 		if err := checkPermissions(compiled, tc.Permissions); err != nil {
 			return Accepted{}, err
 		}
+	} else if fx, err = checkFixtures(compiled, req.Fixtures); err != nil {
+		return Accepted{}, err
 	}
 	hash, err := InputHash(input)
 	if err != nil {
@@ -174,26 +197,28 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	}
 
 	run := store.Run{
-		RunID:       uuid.NewString(),
-		TenantID:    tc.TenantID,
-		WorkflowKey: req.WorkflowKey,
-		Revision:    rev.Revision,
-		Checksum:    compiled.Checksum,
-		Mode:        string(mode),
-		Status:      execution.StatusQueued,
-		Input:       input,
-		InputHash:   hash,
-		Origin:      tc.Origin,
-		Actor:       tc.Actor,
-		Permissions: nonNil(tc.Permissions),
-		WorkflowID:  WorkflowID(tc.TenantID, req.WorkflowKey, req.IdempotencyKey),
+		RunID:         uuid.NewString(),
+		TenantID:      tc.TenantID,
+		WorkflowKey:   req.WorkflowKey,
+		Revision:      rev.Revision, // 0 for a simulated draft
+		DraftRevision: req.DraftRevision,
+		Checksum:      compiled.Checksum,
+		Mode:          string(mode),
+		Fixtures:      fx,
+		Status:        execution.StatusQueued,
+		Input:         input,
+		InputHash:     hash,
+		Origin:        tc.Origin,
+		Actor:         tc.Actor,
+		Permissions:   nonNil(tc.Permissions),
+		WorkflowID:    WorkflowID(tc.TenantID, req.WorkflowKey, req.IdempotencyKey),
 	}
 	bound, created, err := s.store.CreateRun(ctx, run, req.IdempotencyKey)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("starter: create run: %w", err)
 	}
 	if !created {
-		if err := sameRequest(bound, hash, mode, req.Revision); err != nil {
+		if err := sameRequest(bound, hash, mode, req); err != nil {
 			return Accepted{}, err
 		}
 	}
@@ -203,6 +228,9 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	if err := s.start(ctx, bound, tc.TenantName); err != nil {
 		s.log.Warn("start failed; the sweeper will retry", "run", bound.RunID, "workflowId", bound.WorkflowID, "err", err)
 	}
+	s.log.Info("run enqueued", "run", bound.RunID, "workflowId", bound.WorkflowID, "tenant", bound.TenantID,
+		"workflowKey", bound.WorkflowKey, "revision", bound.Revision, "mode", bound.Mode, "origin", tc.Origin.Kind,
+		"actor", tc.Actor.Sub, "created", created)
 	return Accepted{RunID: bound.RunID, Status: bound.Status, Revision: bound.Revision, Checksum: bound.Checksum, Created: created}, nil
 }
 
@@ -232,19 +260,25 @@ func checkRequest(req *Request) (execution.Mode, error) {
 	}
 	switch mode {
 	case execution.ModeLive:
+		// Live runs execute published revisions only (SPEC §4).
+		if req.DraftRevision != nil {
+			return "", failure.New(failure.CodeInvalidRequest, "draftRevision runs a draft in simulation mode; live runs need a published revision")
+		}
+		if f := strings.TrimSpace(string(req.Fixtures)); f != "" && f != "null" {
+			return "", failure.New(failure.CodeInvalidRequest, "fixtures apply to simulation mode only")
+		}
 	case execution.ModeSimulation:
-		return "", failure.New(CodeSimulationUnsupported, "simulation mode is not available yet; run a published revision in live mode")
 	default:
 		return "", failure.New(failure.CodeInvalidRequest, "mode must be %q or %q", execution.ModeLive, execution.ModeSimulation)
 	}
-	if req.DraftRevision != nil {
-		return "", failure.New(CodeSimulationUnsupported, "draftRevision runs a draft in simulation mode, which is not available yet")
-	}
-	if f := strings.TrimSpace(string(req.Fixtures)); f != "" && f != "null" {
-		return "", failure.New(failure.CodeInvalidRequest, "fixtures apply to simulation mode only")
+	if req.Revision != nil && req.DraftRevision != nil {
+		return "", failure.New(failure.CodeInvalidRequest, "give revision or draftRevision, not both")
 	}
 	if req.Revision != nil && *req.Revision < 1 {
 		return "", failure.New(failure.CodeInvalidRequest, "revision must be a positive integer")
+	}
+	if req.DraftRevision != nil && *req.DraftRevision < 1 {
+		return "", failure.New(failure.CodeInvalidRequest, "draftRevision must be a positive integer")
 	}
 	return mode, nil
 }
@@ -289,17 +323,21 @@ func (s *Starter) notPublished(ctx context.Context, tenant, key string) error {
 
 // sameRequest decides whether a repeated idempotency key asks for the run
 // it is bound to. A newer publish does not matter (the key stays bound to
-// what it started); other input, another mode or another explicitly named
-// revision does.
-func sameRequest(bound store.Run, hash string, mode execution.Mode, revision *int) error {
+// what it started); other input, another mode, another explicitly named
+// revision or draft revision, or other fixtures do.
+func sameRequest(bound store.Run, hash string, mode execution.Mode, req Request) error {
 	var why string
 	switch {
 	case bound.InputHash != hash:
 		why = "other input"
 	case bound.Mode != string(mode):
 		why = "another mode"
-	case revision != nil && *revision != bound.Revision:
+	case req.Revision != nil && (*req.Revision != bound.Revision || bound.DraftRevision != nil):
 		why = "another revision"
+	case req.DraftRevision != nil && (bound.DraftRevision == nil || *req.DraftRevision != *bound.DraftRevision):
+		why = "another draft revision"
+	case mode == execution.ModeSimulation && !sameFixtures(bound.Fixtures, req.Fixtures):
+		why = "other fixtures"
 	default:
 		return nil
 	}
@@ -343,7 +381,7 @@ func (s *Starter) start(ctx context.Context, run store.Run, tenantName string) e
 			devserver.KeyMode.ValueSet(run.Mode),
 			devserver.KeyRevision.ValueSet(int64(run.Revision)),
 		),
-		StaticSummary: Summary(run.WorkflowKey, run.Revision, execution.Mode(run.Mode)),
+		StaticSummary: runSummary(run),
 		StaticDetails: fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
 	}
 	we, err := s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)

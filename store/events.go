@@ -95,13 +95,23 @@ type preparedEvent struct {
 // A run of another tenant is failure.ErrNotFound; malformed drafts are
 // INVALID_REQUEST and append nothing.
 func (s *Store) AppendEvents(ctx context.Context, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate) error {
+	_, err := s.appendEvents(ctx, tenantID, runID, events, upd, false)
+	return err
+}
+
+// appendEvents is AppendEvents; with onlyIfActive it appends nothing and
+// reports false when the run is already terminal (checked under the row
+// lock), so a writer that is not the interpreter (the reconciler) never
+// appends after the run's terminal event.
+func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate, onlyIfActive bool) (bool, error) {
 	prepared, err := prepareEvents(events)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if upd != nil && upd.Status != "" && statusRank(upd.Status) < 0 {
-		return failure.New(failure.CodeInvalidRequest, "run update status %q is unknown", upd.Status)
+		return false, failure.New(failure.CodeInvalidRequest, "run update status %q is unknown", upd.Status)
 	}
+	applied := true
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		var lastSeq int64
 		var lastHash, status string
@@ -109,6 +119,10 @@ func (s *Store) AppendEvents(ctx context.Context, tenantID, runID string, events
 			WHERE run_id = $1 AND tenant_id = $2 FOR UPDATE`, runID, tenantID).Scan(&lastSeq, &lastHash, &status)
 		if err != nil {
 			return notFound(err)
+		}
+		if onlyIfActive && statusRank(status) == 2 {
+			applied = false
+			return nil
 		}
 		fresh, err := withoutExisting(ctx, tx, runID, prepared)
 		if err != nil {
@@ -140,9 +154,9 @@ func (s *Store) AppendEvents(ctx context.Context, tenantID, runID string, events
 		return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, projectionTime(events))
 	})
 	if err != nil {
-		return fmt.Errorf("store: append events to run %s: %w", runID, err)
+		return false, fmt.Errorf("store: append events to run %s: %w", runID, err)
 	}
-	return nil
+	return applied, nil
 }
 
 // prepareEvents validates drafts, drops repeated keys within the batch (the

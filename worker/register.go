@@ -21,6 +21,6 @@ func Register(r sdkworker.Registry, d Deps) error {
 		return fmt.Errorf("worker: actions: %w", err)
 	}
 	workflows.Register(r)
-	activities.Register(r, activities.Deps{Store: d.Store, Actions: actions, Logger: d.Logger})
+	activities.Register(r, activities.Deps{Store: d.Store, Actions: actions, Logger: d.Logger, Observer: d.Metrics})
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
 )
@@ -41,6 +42,9 @@ type Deps struct {
 	Store    *store.Store
 	Temporal client.Client
 	Logger   *slog.Logger
+	// Metrics observes node attempts (weft_node_duration_seconds); nil
+	// observes nothing.
+	Metrics *metrics.Metrics
 }
 
 // Options are the worker options every weft worker uses.
@@ -77,7 +81,16 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer tc.Close()
-	return Serve(ctx, Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger})
+	var m *metrics.Metrics
+	if cfg.MetricsAddr != "" {
+		m = metrics.New()
+		stop, err := serveMetrics(cfg.MetricsAddr, m, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	return Serve(ctx, Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m})
 }
 
 // Serve registers missing search attributes where the server allows it,
@@ -94,6 +107,11 @@ func Serve(ctx context.Context, d Deps) error {
 	w := sdkworker.New(d.Temporal, d.Config.TaskQueue, Options(log))
 	if err := Register(w, d); err != nil {
 		return err
+	}
+	if ctx.Err() != nil {
+		// Stopped while starting: starting the worker now would only make
+		// shutdown wait for its connection attempts.
+		return nil
 	}
 	interrupt := make(chan any)
 	go func() {

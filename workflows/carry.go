@@ -31,6 +31,9 @@ func (i *interpreter) continueAsNew() error {
 	}
 	next := i.p
 	next.EnqueuedAt = i.runStart // keeps the simulation clock's origin
+	if err := i.claimCheckCarry(&next); err != nil {
+		return err
+	}
 	next.Carry = &execution.Carry{
 		Nodes:        i.states(),
 		Ports:        i.ports,

@@ -308,8 +308,8 @@ func TestDev(t *testing.T) {
 		if code := d.get("/v1/workflows", d.token+"x"); code != http.StatusUnauthorized {
 			t.Errorf("forged token: %d, want 401", code)
 		}
-		if code := d.get("/v1/workflows", d.token); code == http.StatusUnauthorized || code == 0 {
-			t.Errorf("dev token: %d, want it accepted", code)
+		if code := d.get("/v1/workflows", d.token); code != http.StatusOK {
+			t.Errorf("GET /v1/workflows with the dev token: %d, want 200", code)
 		}
 	}
 	// Each instance has its own secret in its data dir.
@@ -321,8 +321,8 @@ func TestDev(t *testing.T) {
 	tok := runWeft(t, []string{"WEFT_DATA_DIR=" + a.dataDir, "WEFT_JWT_SECRET="},
 		"token", "--tenant", "acme", "--sub", "alice", "--scope", auth.ScopeWorkflowsRead,
 		"--name", "Alice", "--email", "alice@example.com", "--tenant-name", "Acme Corp")
-	if code := a.get("/v1/workflows", tok); code == http.StatusUnauthorized || code == 0 {
-		t.Errorf("weft token on a: %d, want it accepted", code)
+	if code := a.get("/v1/workflows", tok); code != http.StatusOK {
+		t.Errorf("GET /v1/workflows with a `weft token` token: %d, want 200", code)
 	}
 	secret, err := os.ReadFile(filepath.Join(a.dataDir, "jwt-secret"))
 	if err != nil {
@@ -402,8 +402,8 @@ func TestDevRestartKeepsState(t *testing.T) {
 
 	restarted := restartDev(t, a)
 	restarted.waitReady()
-	if code := restarted.get("/v1/workflows", first); code == http.StatusUnauthorized || code == 0 {
-		t.Errorf("token from the first start: %d, want it accepted after restart", code)
+	if code := restarted.get("/v1/workflows", first); code != http.StatusOK {
+		t.Errorf("token from the first start: %d, want 200 after restart", code)
 	}
 }
 
@@ -436,6 +436,25 @@ func restartDev(t *testing.T, a *devInstance) *devInstance {
 		}
 	})
 	return d
+}
+
+// TestDevExitsWhenDevServerDies: weft dev does not limp on without
+// Temporal; it shuts down and exits non-zero.
+func TestDevExitsWhenDevServerDies(t *testing.T) {
+	d := startDev(t)
+	d.waitReady()
+	if err := syscall.Kill(d.devPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-d.exited:
+		if d.exitErr == nil {
+			t.Fatal("weft dev exited 0 after its dev server died")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("weft dev still running 60 s after its dev server died")
+	}
+	waitFor(t, "the API port to be released", 5*time.Second, func() bool { return portFree(d.httpPort) })
 }
 
 func runWeft(t *testing.T, env []string, args ...string) string {

@@ -24,6 +24,7 @@ func newRootCmd() *cobra.Command {
 		newMigrateCmd(),
 		newTokenCmd(),
 	)
+	root.AddCommand(clientCommands()...)
 	return root
 }
 

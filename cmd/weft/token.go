@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -28,8 +30,16 @@ against the API of the same environment. Scopes: ` + fmt.Sprint(auth.AllScopes),
 			if err != nil {
 				return err
 			}
+			generated := false
+			if cfg.JWTSecret == "" {
+				_, err := os.Stat(filepath.Join(cfg.DataDir, "jwt-secret"))
+				generated = errors.Is(err, os.ErrNotExist)
+			}
 			if err := cfg.EnsureJWTSecret(); err != nil {
 				return err
+			}
+			if generated {
+				fmt.Fprintf(cmd.ErrOrStderr(), "weft: generated a new secret in %s; only a weft using that data dir (or WEFT_JWT_SECRET) accepts this token\n", filepath.Join(cfg.DataDir, "jwt-secret"))
 			}
 			keys, err := auth.NewKeys(cfg.JWTSecret)
 			if err != nil {

@@ -78,7 +78,7 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 		return err
 	}
 	defer tc.Close()
-	handler, runs, err := newAPI(cfg, st, tc, keys, logger)
+	handler, runs, err := newAPI(cfg, st, tc, keys, metrics.New(), logger)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,8 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 
 // newAPI builds the HTTP handler and the starter its run routes enqueue
 // through. The caller runs the starter's sweeper (every API replica may).
-func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, logger *slog.Logger) (http.Handler, *starter.Starter, error) {
+// m is served at /metrics; `weft dev` shares it with its worker.
+func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger) (http.Handler, *starter.Starter, error) {
 	runs, err := starter.New(starter.Deps{
 		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
 		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
@@ -101,9 +102,13 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	if err != nil {
 		return nil, nil, err
 	}
+	// weft_runs{status}: read from PostgreSQL at scrape time.
+	if err := m.RegisterRuns(st.Pool, 0, logger); err != nil {
+		return nil, nil, err
+	}
 	handler := api.New(api.Deps{
 		Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger,
-		Metrics: metrics.New(), Starter: runs,
+		Metrics: m, Starter: runs,
 	})
 	return handler, runs, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
 	"github.com/weftworks/weft/worker"
@@ -41,6 +42,10 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 		return err
 	}
 	keys, err := auth.NewKeys(cfg.JWTSecret)
+	if err != nil {
+		return err
+	}
+	token, err := keys.Mint(auth.Principal{Tenant: DevTenant, Sub: DevSub, Scopes: auth.AllScopes, Name: "Dev User"}, DevTokenTTL)
 	if err != nil {
 		return err
 	}
@@ -97,7 +102,10 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	if err != nil {
 		return fmt.Errorf("dev: listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	handler, runs, err := newAPI(cfg, st, tc, keys, logger)
+	// One registry for the whole process: API latency and the worker's node
+	// metrics are served together at /metrics.
+	m := metrics.New()
+	handler, runs, err := newAPI(cfg, st, tc, keys, m, logger)
 	if err != nil {
 		ln.Close()
 		return err
@@ -109,7 +117,7 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	defer stopWorker()
 	workerErr := make(chan error, 1)
 	go func() {
-		workerErr <- worker.Serve(workerCtx, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger})
+		workerErr <- worker.Serve(workerCtx, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m})
 	}()
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
@@ -117,12 +125,6 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	go func() { httpErr <- serveHTTP(httpCtx, ln, handler, logger) }()
 	go runs.RunSweeper(httpCtx, 0)
 
-	token, err := keys.Mint(auth.Principal{Tenant: DevTenant, Sub: DevSub, Scopes: auth.AllScopes, Name: "Dev User"}, DevTokenTTL)
-	if err != nil {
-		stopHTTP()
-		stopWorker()
-		return err
-	}
 	printBanner(out, bannerInfo{
 		API:       httpURL(ln.Addr()),
 		Temporal:  dev.HostPort(),
@@ -134,20 +136,19 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 
 	// Run until asked to stop or until a component fails.
 	var failed error
+	httpStopped, workerStopped := false, false
 	select {
 	case <-ctx.Done():
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 			failed = cause
 		}
-	case err := <-httpErr:
-		failed = err
-		httpErr <- nil // already stopped
-	case err := <-workerErr:
-		failed = err
+	case failed = <-httpErr:
+		httpStopped = true
+	case failed = <-workerErr:
+		workerStopped = true
 		if failed == nil {
 			failed = errors.New("dev: worker stopped unexpectedly")
 		}
-		workerErr <- nil
 	}
 	if failed != nil {
 		logger.Error("dev: shutting down after a failure", "err", failed)
@@ -155,14 +156,18 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 		logger.Info("dev: shutting down")
 	}
 	stopHTTP()
-	if err := <-httpErr; err != nil {
-		logger.Error("dev: api shutdown", "err", err)
+	if !httpStopped {
+		if err := <-httpErr; err != nil {
+			logger.Error("dev: api shutdown", "err", err)
+		}
 	}
 	stopWorker()
-	if err := <-workerErr; err != nil {
-		logger.Error("dev: worker shutdown", "err", err)
+	if !workerStopped {
+		if err := <-workerErr; err != nil {
+			logger.Error("dev: worker shutdown", "err", err)
+		}
 	}
-	return failed
+	return failed // the deferred calls close the clients and stop the dev server
 }
 
 type bannerInfo struct {

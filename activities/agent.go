@@ -1,0 +1,111 @@
+package activities
+
+import (
+	"context"
+
+	"github.com/weftworks/weft/agents"
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+)
+
+// agent runs one live attempt of an agent or agent-decision node through
+// the agent harness (package agents):
+//
+//  1. the node's agent revision must be pinned in the compiled revision
+//     (AGENT_UNAVAILABLE otherwise; the harness checks the stored revision
+//     against the pinned hash);
+//  2. the run's permission snapshot must hold what the node needs (its
+//     templates' scopes; tools are filtered by the snapshot inside the
+//     harness, and a withheld tool is tool.denied, not a node failure);
+//  3. the call input is built from the mapping (MAPPING_UNRESOLVED);
+//  4. the harness runs or resumes the agent from its saved transcript,
+//     heartbeating liveness only, appending tool.* and agent.turn events and
+//     totalling usage on the run;
+//  5. an agent's validated answer is returned on port out; an
+//     agent-decision's outcome picks port pass or fail, carrying the node's
+//     input (as a simulated decision does).
+func (a *NodeActivities) agent(ctx context.Context, in execution.NodeInput, rev *revision, n graph.Node) (execution.NodeResult, error) {
+	if a.agents == nil {
+		return execution.NodeResult{}, permanent(execution.ErrAgentUnavailable, nil, "node %q: this worker has no agent runtime", n.ID)
+	}
+	if n.Agent == nil {
+		return execution.NodeResult{}, permanent(execution.ErrAgentUnavailable, nil, "node %q names no agent", n.ID)
+	}
+	pinned, ok := pinnedAgent(rev, *n.Agent)
+	if !ok {
+		return execution.NodeResult{}, permanent(execution.ErrAgentUnavailable, nil,
+			"node %q: agent %s is not pinned in revision %s", n.ID, n.Agent, in.Checksum)
+	}
+	if missing := auth.Missing(in.Permissions, rev.compiled.NodePermissions[n.ID]); len(missing) > 0 {
+		return execution.NodeResult{}, permanentWithDetails(execution.ErrPermissionDenied, map[string]any{"missing": missing},
+			"node %q needs permissions the run does not hold: %v", n.ID, missing)
+	}
+	m := &mapper{ctx: ctx, in: in, node: n, values: a.values, variables: a.variables}
+	input, err := m.callInput()
+	if err != nil {
+		return execution.NodeResult{}, err
+	}
+
+	hb := startHeartbeats(ctx)
+	defer hb.stop()
+	res, err := a.agents.Run(ctx, agents.Job{
+		TenantID: in.TenantID, TenantName: in.TenantName, RunID: in.RunID, WorkflowKey: in.WorkflowKey,
+		NodeID: n.ID, Attempt: in.Attempt, Decision: n.Kind == graph.KindAgentDecision,
+		Agent: pinned, Actions: rev.actions, Toolset: toolsetOf(rev.compiled.Document, n),
+		Input: input, Actor: in.Actor, Permissions: in.Permissions, RunStartedAt: runDay(in),
+		Timeout:   nodeTimeout(n),
+		Heartbeat: func() { hb.beat() }, // liveness only: no progress details
+	})
+	if err != nil {
+		if cancelled(ctx) {
+			return execution.NodeResult{}, ctx.Err()
+		}
+		return execution.NodeResult{}, err
+	}
+	if n.Kind == graph.KindAgentDecision {
+		port := PortPass
+		if res.Outcome == "fail" {
+			port = PortFail
+		}
+		v, err := a.carriedInput(ctx, in, n)
+		if err != nil {
+			return execution.NodeResult{}, err
+		}
+		return execution.NodeResult{Port: port, Value: v}, nil
+	}
+	v, err := a.values.result(ctx, in, PortOut, res.Output)
+	if err != nil {
+		return execution.NodeResult{}, err
+	}
+	return execution.NodeResult{Port: PortOut, Value: v}, nil
+}
+
+// pinnedAgent returns the agent contract the revision pinned for ref.
+func pinnedAgent(rev *revision, ref graph.AgentRef) (graph.AgentContract, bool) {
+	for _, c := range rev.compiled.Agents {
+		if c.Key == ref.Key && c.Revision == ref.Revision {
+			return c, true
+		}
+	}
+	return graph.AgentContract{}, false
+}
+
+// toolsetOf is the node's effective toolset: its own tools override, else
+// the document's default; nil when neither selects one (then the toolset
+// term does not restrict the offer).
+func toolsetOf(doc graph.Document, n graph.Node) *graph.Toolset {
+	name := n.Tools
+	if name == "" {
+		name = doc.Tools
+	}
+	if name == "" {
+		return nil
+	}
+	ts, ok := doc.Toolsets[name]
+	if !ok {
+		// Validation refuses an unknown toolset; an empty one offers nothing.
+		return &graph.Toolset{}
+	}
+	return &ts
+}

@@ -1,0 +1,88 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/weftworks/weft/execution"
+)
+
+// NodeObserver is told how long each node attempt took and how it ended
+// (metrics.Metrics implements it: weft_node_duration_seconds).
+type NodeObserver interface {
+	ObserveNode(kind, outcome string, d time.Duration)
+}
+
+// Node attempt outcomes, as observed and logged.
+const (
+	outcomeSucceeded = "succeeded"
+	outcomeFailed    = "failed"
+	outcomeCancelled = "cancelled"
+)
+
+// nodeRunner is RunNode and RunLocalNode.
+type nodeRunner func(context.Context, execution.NodeInput) (execution.NodeResult, error)
+
+// observed wraps a node activity: it times each attempt, reports it to obs
+// (when set) and logs it with the run, node and attempt, so every node
+// attempt leaves one JSON line that can be found by run id.
+func observed(run nodeRunner, obs NodeObserver, log *slog.Logger) nodeRunner {
+	return func(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
+		start := time.Now()
+		res, err := run(ctx, in)
+		d := time.Since(start)
+		outcome := nodeOutcome(ctx, err)
+		if obs != nil {
+			obs.ObserveNode(string(in.Kind), outcome, d)
+		}
+		attrs := []any{"run", in.RunID, "tenant", in.TenantID, "workflowKey", in.WorkflowKey, "node", in.NodeID,
+			"kind", string(in.Kind), "attempt", in.Attempt, "mode", string(in.Mode), "outcome", outcome,
+			"durationMs", float64(d.Microseconds()) / 1000}
+		if err == nil {
+			log.Info("node attempt finished", append(attrs, "port", res.Port)...)
+			return res, nil
+		}
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			attrs = append(attrs, "errorType", appErr.Type())
+		}
+		log.Warn("node attempt finished", append(attrs, "err", err)...)
+		return res, err
+	}
+}
+
+// nodeOutcome classifies an attempt: cancelled when Temporal cancelled or
+// timed out the activity itself, failed for any other error.
+func nodeOutcome(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return outcomeSucceeded
+	case ctx.Err() != nil || temporal.IsCanceledError(err):
+		return outcomeCancelled
+	}
+	return outcomeFailed
+}
+
+// appendRunner is AppendEvents.
+type appendRunner func(context.Context, execution.AppendEventsInput) error
+
+// loggedAppends wraps AppendEvents: a batch that changes the run's status
+// (running, succeeded, failed, cancelled) logs it once it is stored, so a
+// run's life shows in the logs by run id next to its node attempts.
+func loggedAppends(appendEvents appendRunner, log *slog.Logger) appendRunner {
+	return func(ctx context.Context, in execution.AppendEventsInput) error {
+		err := appendEvents(ctx, in)
+		if err == nil && in.Run != nil {
+			attrs := []any{"run", in.RunID, "tenant", in.TenantID, "status", in.Run.Status}
+			if in.Run.Error != nil {
+				attrs = append(attrs, "errorCode", in.Run.Error.Code, "errorNode", in.Run.Error.NodeID)
+			}
+			log.Info("run status", attrs...)
+		}
+		return err
+	}
+}

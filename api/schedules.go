@@ -1,0 +1,213 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/bridges"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/starter"
+	"github.com/weftworks/weft/store"
+)
+
+// Bridge route limits.
+const (
+	// maxScheduleBody bounds a schedule creation: the input and the spec.
+	maxScheduleBody          = starter.MaxInputBytes + 64<<10
+	defaultBridgesLimit      = 50
+	maxBridgesLimit          = store.MaxBridgePageSize
+	maxWebhookCreateBodySize = 4 << 10
+)
+
+// bridgeRoutes serves the schedule and webhook routes (SPEC §8) over one
+// bridges.Service. When the server is wired without one, or it cannot be
+// built, every bridge route answers 503 and says why in the log.
+type bridgeRoutes struct {
+	s   *Server
+	svc *bridges.Service
+}
+
+// newBridgeRoutes uses Deps.Bridges, or builds a Service from the Store,
+// Starter, Temporal client, Config (task queue, webhook key) and the JWT
+// secret (the webhook key's fallback).
+func (s *Server) newBridgeRoutes() *bridgeRoutes {
+	b := &bridgeRoutes{s: s, svc: s.deps.Bridges}
+	if b.svc != nil || s.deps.Store == nil || s.deps.Starter == nil || s.deps.Temporal == nil {
+		return b
+	}
+	var jwtSecret string
+	if s.deps.Keys != nil {
+		jwtSecret = string(s.deps.Keys.Secret())
+	}
+	key, err := bridges.WebhookKey(s.deps.Config.WebhookKey, jwtSecret)
+	if err == nil {
+		b.svc, err = bridges.New(bridges.Deps{
+			Store: s.deps.Store, Starter: s.deps.Starter, Temporal: s.deps.Temporal,
+			TaskQueue: s.deps.Config.TaskQueue, WebhookKey: key, Logger: s.log,
+		})
+	}
+	if err != nil {
+		s.log.Error("schedules and webhooks are unavailable", "err", err)
+	}
+	return b
+}
+
+var errNoBridges = failure.New(failure.CodeUnavailable, "schedules and webhooks are not available on this server")
+
+func (b *bridgeRoutes) service() (*bridges.Service, error) {
+	if b.svc == nil {
+		return nil, errNoBridges
+	}
+	return b.svc, nil
+}
+
+// registerScheduleRoutes adds /v1/workflows/{key}/schedules. SPEC §10
+// lists POST/GET/DELETE on the collection; a schedule is deleted with its id
+// in the path (DELETE .../schedules/{id}) or, equivalently, in the query
+// (DELETE .../schedules?scheduleId={id}).
+func (s *Server) registerScheduleRoutes(g *echo.Group) {
+	b := s.newBridgeRoutes()
+	manage := requireScope(auth.ScopeSchedulesManage)
+	g.POST("/workflows/:key/schedules", b.createSchedule, manage)
+	g.GET("/workflows/:key/schedules", b.listSchedules, manage)
+	g.GET("/workflows/:key/schedules/:id", b.getSchedule, manage)
+	g.DELETE("/workflows/:key/schedules/:id", b.deleteSchedule, manage)
+	g.DELETE("/workflows/:key/schedules", b.deleteSchedule, manage)
+}
+
+// createScheduleBody is the body of POST /v1/workflows/{key}/schedules.
+type createScheduleBody struct {
+	Cron   string          `json:"cron"`
+	Every  string          `json:"every"`
+	Input  json.RawMessage `json:"input"`
+	Paused bool            `json:"paused"`
+}
+
+func (b *bridgeRoutes) createSchedule(c echo.Context) error {
+	svc, err := b.service()
+	if err != nil {
+		return err
+	}
+	key, err := workflowPathKey(c)
+	if err != nil {
+		return err
+	}
+	var body createScheduleBody
+	if err := decodeStrict(c, maxScheduleBody, &body); err != nil {
+		return err
+	}
+	v, err := svc.CreateSchedule(c.Request().Context(), principal(c), key, bridges.ScheduleRequest{
+		Cron: body.Cron, Every: body.Every, Input: body.Input, Paused: body.Paused,
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, v)
+}
+
+// bridgeCursor is the position a schedules or webhooks page ends at.
+type bridgeCursor struct {
+	CreatedAt time.Time `json:"c"`
+	ID        string    `json:"i"`
+}
+
+// bridgePage reads limit and cursor for a bridge listing bound to
+// (kind, tenant, workflow key).
+func (b *bridgeRoutes) bridgePage(c echo.Context, scope string) (int, *store.BridgeCursor, error) {
+	limit, err := pageLimit(c, defaultBridgesLimit, maxBridgesLimit)
+	if err != nil {
+		return 0, nil, err
+	}
+	cur := c.QueryParam("cursor")
+	if cur == "" {
+		return limit, nil, nil
+	}
+	payload, err := b.s.openCursor(scope, cur)
+	if err != nil {
+		return 0, nil, err
+	}
+	var bc bridgeCursor
+	if err := json.Unmarshal(payload, &bc); err != nil || bc.ID == "" {
+		return 0, nil, failure.New(failure.CodeCursorInvalid, "the cursor is invalid")
+	}
+	return limit, &store.BridgeCursor{CreatedAt: bc.CreatedAt, ID: bc.ID}, nil
+}
+
+func (b *bridgeRoutes) nextCursor(scope string, createdAt time.Time, id string) string {
+	payload, _ := json.Marshal(bridgeCursor{CreatedAt: createdAt, ID: id})
+	return b.s.sealCursor(scope, payload)
+}
+
+// listSchedules lists the workflow's schedules, oldest first, each with
+// Temporal's next action times and its last refused firing (lastRefusal).
+func (b *bridgeRoutes) listSchedules(c echo.Context) error {
+	svc, err := b.service()
+	if err != nil {
+		return err
+	}
+	key, err := workflowPathKey(c)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	scope := cursorScope("schedules", p.Tenant, key)
+	limit, after, err := b.bridgePage(c, scope)
+	if err != nil {
+		return err
+	}
+	items, err := svc.ListSchedules(c.Request().Context(), p.Tenant, key, after, limit+1)
+	if err != nil {
+		return err
+	}
+	next := ""
+	if len(items) > limit {
+		items = items[:limit]
+		last := items[limit-1]
+		next = b.nextCursor(scope, last.CreatedAt, last.ScheduleID)
+	}
+	return list(c, "schedules", items, next)
+}
+
+// getSchedule returns one schedule with its recent refusals.
+func (b *bridgeRoutes) getSchedule(c echo.Context) error {
+	svc, err := b.service()
+	if err != nil {
+		return err
+	}
+	key, err := workflowPathKey(c)
+	if err != nil {
+		return err
+	}
+	v, err := svc.GetSchedule(c.Request().Context(), principal(c).Tenant, key, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// deleteSchedule withdraws a schedule: 204, or 404 for a missing, deleted
+// or foreign one.
+func (b *bridgeRoutes) deleteSchedule(c echo.Context) error {
+	svc, err := b.service()
+	if err != nil {
+		return err
+	}
+	key, err := workflowPathKey(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	if id == "" {
+		if id = c.QueryParam("scheduleId"); id == "" {
+			return failure.New(failure.CodeInvalidRequest, "name the schedule: DELETE .../schedules/{id} or ?scheduleId={id}")
+		}
+	}
+	if err := svc.DeleteSchedule(c.Request().Context(), principal(c).Tenant, key, id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

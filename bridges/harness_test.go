@@ -1,0 +1,236 @@
+package bridges_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/weftworks/weft/activities"
+	"github.com/weftworks/weft/api"
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/config"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/starter"
+	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/worker"
+	"github.com/weftworks/weft/workflows"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testinfra.StopTemporal()
+	os.Exit(code)
+}
+
+const jwtSecret = "bridges-test-secret-0123456789abcdef"
+
+// itemGraph is input → core.echo@1 → output; its input needs {"id": string}.
+const itemGraph = `{
+  "schemaVersion": 1,
+  "schemas": {"Item": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string", "minLength": 1}}}},
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "Item"}},
+    {"id": "echo", "kind": "action", "inputs": {"in": "Item"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "echo.in"}, {"from": "echo.out", "to": "out.in"}]
+}`
+
+// notesGraph writes a note, so its runs need notes.write.
+const notesGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "save", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"},
+     "action": {"id": "workspace.notes.write", "version": 1},
+     "mapping": {"title": {"literal": "t"}, "body": {"pointer": "/in"}}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "save.in"}, {"from": "save.out", "to": "out.in"}]
+}`
+
+// env is one test's world: a fresh database, the shared dev server, a task
+// queue of its own polled by an in-process worker registering exactly what
+// production registers, the API in process, and tenants no other test uses.
+type env struct {
+	t       *testing.T
+	st      *store.Store
+	tc      client.Client
+	queue   string
+	keys    *auth.Keys
+	e       *echo.Echo
+	starter *starter.Starter
+	// tenant and other are two tenants; token is alice's in tenant with
+	// every scope, otherToken mallory's in other with every scope.
+	tenant, other     string
+	token, otherToken string
+	log               *slog.Logger
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	tsrv, err := testinfra.SharedTemporal()
+	require.NoError(t, err)
+	tc, err := tsrv.NewClient()
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	st := testinfra.NewStore(t)
+	v := &env{t: t, st: st, tc: tc, queue: "bridges-" + uuid.NewString(),
+		tenant: "tenant-" + uuid.NewString()[:8], other: "other-" + uuid.NewString()[:8],
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
+	v.keys, err = auth.NewKeys(jwtSecret)
+	require.NoError(t, err)
+	v.starter, err = starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: v.queue, Namespace: "default", Logger: v.log})
+	require.NoError(t, err)
+
+	actions, err := catalog.NewRegistry(catalog.Builtins(catalog.BuiltinDeps{Notes: st})...)
+	require.NoError(t, err)
+	w := sdkworker.New(tc, v.queue, worker.Options(v.log))
+	workflows.Register(w)
+	activities.Register(w, activities.Deps{Store: st, Actions: actions, Logger: v.log})
+	require.NoError(t, activities.RegisterBridges(w, activities.BridgeDeps{Store: st, Starter: v.starter, Logger: v.log}))
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	// No Deps.Bridges: the API builds the service itself from the config
+	// (task queue; WebhookKey empty, so derived from the JWT secret), as
+	// `weft api` and `weft dev` do.
+	cfg := config.Config{TaskQueue: v.queue, TemporalNamespace: "default"}
+	v.e = api.New(api.Deps{Config: cfg, Store: st, Keys: v.keys, Temporal: tc, Starter: v.starter,
+		Resolver: &catalog.Resolver{}, Logger: v.log})
+	v.token = v.mint(v.tenant, "alice", auth.AllScopes...)
+	v.otherToken = v.mint(v.other, "mallory", auth.AllScopes...)
+	return v
+}
+
+func (v *env) mint(tenant, sub string, scopes ...string) string {
+	v.t.Helper()
+	tok, err := v.keys.Mint(auth.Principal{Tenant: tenant, Sub: sub, Scopes: scopes}, time.Hour)
+	require.NoError(v.t, err)
+	return tok
+}
+
+type response struct {
+	Status int
+	Body   []byte
+}
+
+func (r response) JSON(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &m), "body (%d): %s", r.Status, r.Body)
+	return m
+}
+
+func (r response) Code(t *testing.T) string {
+	t.Helper()
+	e, _ := r.JSON(t)["error"].(map[string]any)
+	require.NotNil(t, e, "not an error body (%d): %s", r.Status, r.Body)
+	c, _ := e["code"].(string)
+	return c
+}
+
+// request sends one request through the API in process.
+func (v *env) request(req *http.Request) response {
+	rec := httptest.NewRecorder()
+	v.e.ServeHTTP(rec, req)
+	return response{Status: rec.Code, Body: rec.Body.Bytes()}
+}
+
+// do sends a request with a bearer token (none when empty); body is
+// marshalled unless it is a string or []byte.
+func (v *env) do(method, path, token string, body any) response {
+	v.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(v.t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return v.request(req)
+}
+
+// publish creates workflow key with doc through the API and publishes it.
+func (v *env) publish(key, doc string) {
+	v.t.Helper()
+	res := v.do(http.MethodPost, "/v1/workflows", v.token, map[string]any{"key": key, "graph": json.RawMessage(doc)})
+	require.Equal(v.t, http.StatusCreated, res.Status, "create: %s", res.Body)
+	res = v.do(http.MethodPost, "/v1/workflows/"+key+"/publish", v.token, map[string]any{"expectedRevision": 1})
+	require.Equal(v.t, http.StatusCreated, res.Status, "publish: %s", res.Body)
+}
+
+// runs lists the tenant's runs of key, oldest first.
+func (v *env) runs(key string) []store.Run {
+	v.t.Helper()
+	rs, err := v.st.ListRuns(context.Background(), v.tenant, store.RunFilter{WorkflowKey: key, Limit: 1000})
+	require.NoError(v.t, err)
+	for i, j := 0, len(rs)-1; i < j; i, j = i+1, j-1 {
+		rs[i], rs[j] = rs[j], rs[i]
+	}
+	return rs
+}
+
+// countRuns counts every run row of the database (all tenants).
+func (v *env) countRuns() int {
+	v.t.Helper()
+	var n int
+	require.NoError(v.t, v.st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM runs`).Scan(&n))
+	return n
+}
+
+// idempotencyKeys returns the idempotency keys bound to runs of key.
+func (v *env) idempotencyKeys(key string) map[string]string {
+	v.t.Helper()
+	rows, err := v.st.Pool.Query(context.Background(),
+		`SELECT idempotency_key, run_id FROM idempotency_bindings WHERE tenant_id = $1 AND workflow_key = $2`, v.tenant, key)
+	require.NoError(v.t, err)
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, r string
+		require.NoError(v.t, rows.Scan(&k, &r))
+		out[k] = r
+	}
+	require.NoError(v.t, rows.Err())
+	return out
+}
+
+// eventually polls cond every 100 ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,519 @@
+// Package client is a small typed HTTP client for weft's v1 API, used by the
+// command line's client verbs (validate, push, publish, run, runs, events,
+// cancel). Every refusal the API answers with {"error": {code, message,
+// details}} comes back as an *Error carrying that code.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/weftworks/weft/graph"
+)
+
+// Client talks to one weft API as one principal (its bearer token).
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+	// UserAgent is sent with every request.
+	UserAgent string
+}
+
+// New returns a client for the API at baseURL (for example
+// http://localhost:8080) authenticating with token.
+func New(baseURL, token string) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(strings.TrimSpace(baseURL), "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: API URL %q must be an http(s) URL such as http://localhost:8080", baseURL)
+	}
+	return &Client{base: u, token: token, http: &http.Client{Timeout: 60 * time.Second}, UserAgent: "weft-cli"}, nil
+}
+
+// WithHTTPClient replaces the HTTP client (timeouts, transport).
+func (c *Client) WithHTTPClient(h *http.Client) *Client {
+	c.http = h
+	return c
+}
+
+// Error is a refusal answered by the API.
+type Error struct {
+	// Status is the HTTP status.
+	Status  int
+	Code    string
+	Message string
+	Details map[string]any
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
+}
+
+// Issues returns the graph issues in details.issues (INVALID_GRAPH,
+// INVALID_TOOLS_PATH), if any.
+func (e *Error) Issues() []graph.Issue {
+	raw, ok := e.Details["issues"]
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil
+	}
+	var issues []graph.Issue
+	if json.Unmarshal(b, &issues) != nil {
+		return nil
+	}
+	return issues
+}
+
+// Code returns the API error code of err, or "" when err is not an *Error.
+func Code(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// IsNotFound reports whether err is the API's NOT_FOUND.
+func IsNotFound(err error) bool { return Code(err) == "NOT_FOUND" }
+
+// Content types of request bodies.
+const (
+	ContentJSON = "application/json"
+	ContentYAML = "application/yaml"
+)
+
+// do sends a request and decodes a 2xx JSON answer into out (when not nil).
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, contentType string, body []byte, out any) error {
+	_, err := c.send(ctx, method, path, query, contentType, body, out)
+	return err
+}
+
+// send is do that also returns the HTTP status of a 2xx answer.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, contentType string, body []byte, out any) (int, error) {
+	u := *c.base
+	// path is already escaped (workflowPath, runPath).
+	u.RawPath = c.base.EscapedPath() + path
+	var err error
+	if u.Path, err = url.PathUnescape(u.RawPath); err != nil {
+		return 0, err
+	}
+	u.RawQuery = query.Encode()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", ContentJSON)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: reading the answer: %w", method, u.Redacted(), err)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		var eb struct {
+			Error *struct {
+				Code    string         `json:"code"`
+				Message string         `json:"message"`
+				Details map[string]any `json:"details"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(data, &eb) == nil && eb.Error != nil && eb.Error.Code != "" {
+			return res.StatusCode, &Error{Status: res.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
+		}
+		snippet := strings.TrimSpace(string(data))
+		if len(snippet) > 200 {
+			snippet = snippet[:200] + "…"
+		}
+		return res.StatusCode, &Error{Status: res.StatusCode, Code: "HTTP_" + strconv.Itoa(res.StatusCode), Message: snippet}
+	}
+	if out == nil {
+		return res.StatusCode, nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return res.StatusCode, fmt.Errorf("%s %s: unexpected answer: %w", method, u.Redacted(), err)
+	}
+	return res.StatusCode, nil
+}
+
+func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	return c.do(ctx, method, path, query, ContentJSON, body, out)
+}
+
+func workflowPath(key string, rest ...string) string {
+	p := "/v1/workflows/" + url.PathEscape(key)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+func runPath(id string, rest ...string) string {
+	p := "/v1/runs/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+// Draft answers a create or a draft save.
+type Draft struct {
+	Key           string `json:"key"`
+	DraftRevision int    `json:"draftRevision"`
+}
+
+// CreateWorkflow creates workflow key with its first draft, a JSON graph document.
+func (c *Client) CreateWorkflow(ctx context.Context, key string, doc json.RawMessage) (Draft, error) {
+	var out Draft
+	err := c.doJSON(ctx, http.MethodPost, "/v1/workflows", nil, map[string]any{"key": key, "graph": doc}, &out)
+	return out, err
+}
+
+// CreateWorkflowYAML creates workflow key from a YAML graph document
+// (POST /v1/workflows?key=K, Content-Type: application/yaml).
+func (c *Client) CreateWorkflowYAML(ctx context.Context, key string, doc []byte) (Draft, error) {
+	var out Draft
+	err := c.do(ctx, http.MethodPost, "/v1/workflows", url.Values{"key": {key}}, ContentYAML, doc, &out)
+	return out, err
+}
+
+// SaveDraft saves the next draft revision of key; expected must be the
+// latest draft revision (else REVISION_CONFLICT).
+func (c *Client) SaveDraft(ctx context.Context, key string, expected int, doc json.RawMessage) (Draft, error) {
+	var out Draft
+	err := c.doJSON(ctx, http.MethodPut, workflowPath(key, "draft"), nil, map[string]any{"expectedRevision": expected, "graph": doc}, &out)
+	return out, err
+}
+
+// SaveDraftYAML is SaveDraft with a YAML graph document.
+func (c *Client) SaveDraftYAML(ctx context.Context, key string, expected int, doc []byte) (Draft, error) {
+	var out Draft
+	err := c.do(ctx, http.MethodPut, workflowPath(key, "draft"), url.Values{"expectedRevision": {strconv.Itoa(expected)}}, ContentYAML, doc, &out)
+	return out, err
+}
+
+// RevisionSummary is a published revision's head.
+type RevisionSummary struct {
+	Revision      int       `json:"revision"`
+	Checksum      string    `json:"checksum"`
+	DraftRevision int       `json:"draftRevision"`
+	PublishedBy   string    `json:"publishedBy"`
+	PublishedAt   time.Time `json:"publishedAt"`
+}
+
+// Workflow is GET /v1/workflows/{key}.
+type Workflow struct {
+	Key               string  `json:"key"`
+	DraftRevision     int     `json:"draftRevision"`
+	PublishedRevision *int    `json:"publishedRevision"`
+	Checksum          *string `json:"checksum"`
+	Draft             struct {
+		Revision int             `json:"revision"`
+		SavedBy  string          `json:"savedBy"`
+		SavedAt  time.Time       `json:"savedAt"`
+		Graph    json.RawMessage `json:"graph"`
+	} `json:"draft"`
+	Published *RevisionSummary `json:"published"`
+}
+
+// GetWorkflow reads a workflow with its latest draft.
+func (c *Client) GetWorkflow(ctx context.Context, key string) (Workflow, error) {
+	var out Workflow
+	err := c.doJSON(ctx, http.MethodGet, workflowPath(key), nil, nil, &out)
+	return out, err
+}
+
+// DryRun is the verdict of POST /v1/workflows/{key}/dry-run.
+type DryRun struct {
+	Key           string        `json:"key"`
+	DraftRevision int           `json:"draftRevision"`
+	Valid         bool          `json:"valid"`
+	Issues        []graph.Issue `json:"issues"`
+	Order         []string      `json:"order"`
+	Permissions   []string      `json:"permissions"`
+	Checksum      string        `json:"checksum"`
+}
+
+// DryRun validates a draft (0 = the latest) on the server.
+func (c *Client) DryRun(ctx context.Context, key string, draftRevision int) (DryRun, error) {
+	var in any
+	if draftRevision > 0 {
+		in = map[string]any{"draftRevision": draftRevision}
+	}
+	var out DryRun
+	err := c.doJSON(ctx, http.MethodPost, workflowPath(key, "dry-run"), nil, in, &out)
+	return out, err
+}
+
+// Published answers a publication.
+type Published struct {
+	Key           string `json:"key"`
+	Revision      int    `json:"revision"`
+	Checksum      string `json:"checksum"`
+	DraftRevision int    `json:"draftRevision"`
+	// Created is false when the content was already the latest revision.
+	Created bool `json:"-"`
+}
+
+// Publish publishes draft revision expected of key. An invalid draft is an
+// *Error with code INVALID_GRAPH and Issues().
+func (c *Client) Publish(ctx context.Context, key string, expected int) (Published, error) {
+	var out Published
+	body, _ := json.Marshal(map[string]any{"expectedRevision": expected})
+	status, err := c.send(ctx, http.MethodPost, workflowPath(key, "publish"), nil, ContentJSON, body, &out)
+	out.Created = status == http.StatusCreated
+	return out, err
+}
+
+// Revision is GET /v1/workflows/{key}/revisions/{n}.
+type Revision struct {
+	Key string `json:"key"`
+	RevisionSummary
+	Graph        graph.Document `json:"graph"`
+	Order        []string       `json:"order"`
+	Permissions  []string       `json:"permissions"`
+	Dependencies struct {
+		Actions []graph.PinnedAction  `json:"actions"`
+		Agents  []graph.AgentContract `json:"agents"`
+	} `json:"dependencies"`
+}
+
+// GetRevision reads published revision n of key.
+func (c *Client) GetRevision(ctx context.Context, key string, n int) (Revision, error) {
+	var out Revision
+	err := c.doJSON(ctx, http.MethodGet, workflowPath(key, "revisions", strconv.Itoa(n)), nil, nil, &out)
+	return out, err
+}
+
+// RunRequest is the body of POST /v1/workflows/{key}/runs.
+type RunRequest struct {
+	Input          json.RawMessage `json:"input"`
+	IdempotencyKey string          `json:"idempotencyKey"`
+	Mode           string          `json:"mode,omitempty"`
+	Revision       *int            `json:"revision,omitempty"`
+	DraftRevision  *int            `json:"draftRevision,omitempty"`
+	Fixtures       json.RawMessage `json:"fixtures,omitempty"`
+}
+
+// Accepted answers an enqueue.
+type Accepted struct {
+	RunID    string `json:"runId"`
+	Status   string `json:"status"`
+	Revision int    `json:"revision"`
+	Checksum string `json:"checksum"`
+	// Created is false when the idempotency key had already started this run.
+	Created bool `json:"-"`
+}
+
+// StartRun enqueues a run of key.
+func (c *Client) StartRun(ctx context.Context, key string, req RunRequest) (Accepted, error) {
+	var out Accepted
+	body, err := json.Marshal(req)
+	if err != nil {
+		return out, err
+	}
+	status, err := c.send(ctx, http.MethodPost, workflowPath(key, "runs"), nil, ContentJSON, body, &out)
+	out.Created = status == http.StatusAccepted
+	return out, err
+}
+
+// NodeState is one node of a run, projected from its events.
+type NodeState struct {
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	Status  string `json:"status"`
+	Attempt int    `json:"attempt"`
+	Port    string `json:"port,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Run is a run as the API shows it.
+type Run struct {
+	RunID       string          `json:"runId"`
+	WorkflowKey string          `json:"workflowKey"`
+	Revision    int             `json:"revision"`
+	Checksum    string          `json:"checksum"`
+	Mode        string          `json:"mode"`
+	Status      string          `json:"status"`
+	Input       json.RawMessage `json:"input"`
+	Output      json.RawMessage `json:"output"`
+	Error       json.RawMessage `json:"error"`
+	Origin      struct {
+		Kind string `json:"kind"`
+		ID   string `json:"id,omitempty"`
+	} `json:"origin"`
+	Nodes    []NodeState     `json:"nodes"`
+	Usage    json.RawMessage `json:"usage"`
+	Temporal struct {
+		WorkflowID string `json:"workflowId"`
+		RunID      string `json:"runId"`
+		UIURL      string `json:"uiUrl"`
+	} `json:"temporal"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	StartedAt  *time.Time `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+}
+
+// Terminal reports whether status is a final run status.
+func Terminal(status string) bool {
+	return status == "succeeded" || status == "failed" || status == "cancelled"
+}
+
+// GetRun reads one run with its node states.
+func (c *Client) GetRun(ctx context.Context, id string) (Run, error) {
+	var out Run
+	err := c.doJSON(ctx, http.MethodGet, runPath(id), nil, nil, &out)
+	return out, err
+}
+
+// RunFilter narrows ListRuns.
+type RunFilter struct {
+	WorkflowKey string
+	Status      string
+	Limit       int
+	Cursor      string
+}
+
+// RunPage is one page of runs, newest first.
+type RunPage struct {
+	Runs       []Run   `json:"runs"`
+	NextCursor *string `json:"nextCursor"`
+}
+
+// ListRuns lists runs.
+func (c *Client) ListRuns(ctx context.Context, f RunFilter) (RunPage, error) {
+	q := url.Values{}
+	if f.WorkflowKey != "" {
+		q.Set("workflowKey", f.WorkflowKey)
+	}
+	if f.Status != "" {
+		q.Set("status", f.Status)
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Cursor != "" {
+		q.Set("cursor", f.Cursor)
+	}
+	var out RunPage
+	err := c.doJSON(ctx, http.MethodGet, "/v1/runs", q, nil, &out)
+	return out, err
+}
+
+// Event is one entry of a run's event log.
+type Event struct {
+	Seq           int64           `json:"seq"`
+	Type          string          `json:"type"`
+	SchemaVersion int             `json:"schemaVersion"`
+	At            time.Time       `json:"at"`
+	NodeID        string          `json:"nodeId,omitempty"`
+	Attempt       int             `json:"attempt,omitempty"`
+	Data          json.RawMessage `json:"data"`
+	PrevHash      string          `json:"prevHash"`
+	Hash          string          `json:"hash"`
+}
+
+// EventPage is one page of events in seq order.
+type EventPage struct {
+	Events     []Event `json:"events"`
+	NextCursor *string `json:"nextCursor"`
+}
+
+// Events reads the page of run id's events after cursor ("" = from the start).
+func (c *Client) Events(ctx context.Context, id, cursor string, limit int) (EventPage, error) {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out EventPage
+	err := c.doJSON(ctx, http.MethodGet, runPath(id, "events"), q, nil, &out)
+	return out, err
+}
+
+// Cancelled answers a cancellation request.
+type Cancelled struct {
+	RunID  string `json:"runId"`
+	Status string `json:"status"`
+}
+
+// CancelRun asks run id to cancel; a finished run is RUN_NOT_ACTIVE.
+func (c *Client) CancelRun(ctx context.Context, id string) (Cancelled, error) {
+	var out Cancelled
+	err := c.doJSON(ctx, http.MethodPost, runPath(id, "cancel"), nil, nil, &out)
+	return out, err
+}
+
+// EventFollower reads a run's events incrementally: each Next returns the
+// events appended since the previous call, keeping the API's cursor. The
+// cursor of an exhausted page is the last page's; the follower remembers
+// the last seq it returned and asks again from the last cursor it had.
+type EventFollower struct {
+	c      *Client
+	runID  string
+	cursor string
+	seen   int64
+}
+
+// FollowEvents returns a follower of run id's events from the start.
+func (c *Client) FollowEvents(id string) *EventFollower {
+	return &EventFollower{c: c, runID: id}
+}
+
+// Next returns the events not returned before (possibly none).
+func (f *EventFollower) Next(ctx context.Context) ([]Event, error) {
+	var out []Event
+	for {
+		page, err := f.c.Events(ctx, f.runID, f.cursor, 500)
+		if err != nil {
+			return out, err
+		}
+		for _, ev := range page.Events {
+			if ev.Seq > f.seen {
+				out = append(out, ev)
+				f.seen = ev.Seq
+			}
+		}
+		if page.NextCursor == nil {
+			return out, nil
+		}
+		f.cursor = *page.NextCursor
+	}
+}

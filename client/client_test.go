@@ -1,0 +1,134 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftworks/weft/graph"
+)
+
+// These tests pin the client's wire behaviour (paths, headers, bodies and
+// error decoding) against a recording HTTP server; cmd/weft's
+// TestClientVerbs drives it against a real `weft dev`.
+
+type recorded struct {
+	method, path, query, contentType, auth, body string
+}
+
+func server(t *testing.T, status int, answer string) (*Client, *[]recorded) {
+	t.Helper()
+	var got []recorded
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, recorded{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Get("Content-Type"), r.Header.Get("Authorization"), string(b)})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL+"/", "tok")
+	require.NoError(t, err)
+	return c, &got
+}
+
+func TestNewRefusesNonHTTPURLs(t *testing.T) {
+	for _, u := range []string{"", "localhost:8080", "ftp://x", "http://", "file:///tmp"} {
+		_, err := New(u, "t")
+		require.Error(t, err, u)
+	}
+	_, err := New(" https://weft.example.com/ ", "t")
+	require.NoError(t, err)
+}
+
+func TestRequestsAndAnswers(t *testing.T) {
+	ctx := context.Background()
+	c, got := server(t, http.StatusCreated, `{"key":"k","draftRevision":1}`)
+	d, err := c.CreateWorkflow(ctx, "k", json.RawMessage(`{"schemaVersion":1}`))
+	require.NoError(t, err)
+	require.Equal(t, Draft{Key: "k", DraftRevision: 1}, d)
+	_, err = c.CreateWorkflowYAML(ctx, "k", []byte("schemaVersion: 1\n"))
+	require.NoError(t, err)
+	_, err = c.SaveDraft(ctx, "k", 3, json.RawMessage(`{}`))
+	require.NoError(t, err)
+	_, err = c.SaveDraftYAML(ctx, "k", 3, []byte("{}"))
+	require.NoError(t, err)
+	p, err := c.Publish(ctx, "k", 3)
+	require.NoError(t, err)
+	require.True(t, p.Created)
+	_, err = c.Events(ctx, "a/b", "cur+sor", 10)
+	require.NoError(t, err)
+	_, err = c.ListRuns(ctx, RunFilter{WorkflowKey: "k", Status: "failed"})
+	require.NoError(t, err)
+
+	require.Equal(t, []recorded{
+		{"POST", "/v1/workflows", "", "application/json", "Bearer tok", `{"graph":{"schemaVersion":1},"key":"k"}`},
+		{"POST", "/v1/workflows", "key=k", "application/yaml", "Bearer tok", "schemaVersion: 1\n"},
+		{"PUT", "/v1/workflows/k/draft", "", "application/json", "Bearer tok", `{"expectedRevision":3,"graph":{}}`},
+		{"PUT", "/v1/workflows/k/draft", "expectedRevision=3", "application/yaml", "Bearer tok", "{}"},
+		{"POST", "/v1/workflows/k/publish", "", "application/json", "Bearer tok", `{"expectedRevision":3}`},
+		{"GET", "/v1/runs/a%2Fb/events", "cursor=cur%2Bsor&limit=10", "", "Bearer tok", ""},
+		{"GET", "/v1/runs", "status=failed&workflowKey=k", "", "Bearer tok", ""},
+	}, *got)
+}
+
+func TestCodedErrors(t *testing.T) {
+	ctx := context.Background()
+	c, _ := server(t, http.StatusUnprocessableEntity,
+		`{"error":{"code":"INVALID_GRAPH","message":"draft revision 1 has 1 issue(s)","details":{"issues":[{"code":"CYCLE","path":"/edges/1","message":"loop"}]}}}`)
+	_, err := c.Publish(ctx, "k", 1)
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, http.StatusUnprocessableEntity, ce.Status)
+	require.Equal(t, "INVALID_GRAPH", ce.Code)
+	require.Equal(t, "INVALID_GRAPH", Code(err))
+	require.Equal(t, []graph.Issue{{Code: "CYCLE", Path: "/edges/1", Message: "loop"}}, ce.Issues())
+	require.Contains(t, err.Error(), "INVALID_GRAPH: draft revision 1 has 1 issue(s)")
+
+	c, _ = server(t, http.StatusNotFound, `{"error":{"code":"NOT_FOUND","message":"workflow \"k\" not found"}}`)
+	_, err = c.GetWorkflow(ctx, "k")
+	require.True(t, IsNotFound(err))
+	require.Nil(t, err.(*Error).Issues())
+
+	c, _ = server(t, http.StatusBadGateway, `<html>bad gateway</html>`)
+	_, err = c.GetRun(ctx, "r")
+	require.Equal(t, "HTTP_502", Code(err))
+	require.Contains(t, err.Error(), "bad gateway")
+
+	require.Equal(t, "", Code(errors.New("plain")))
+}
+
+func TestEventFollowerReturnsEachEventOnce(t *testing.T) {
+	ctx := context.Background()
+	pages := []string{
+		`{"events":[{"seq":1,"type":"run.started"},{"seq":2,"type":"node.started"}],"nextCursor":"c2"}`,
+		`{"events":[{"seq":3,"type":"node.completed"}],"nextCursor":null}`,
+		// The next poll starts again from the last cursor and sees 3 again.
+		`{"events":[{"seq":3,"type":"node.completed"},{"seq":4,"type":"run.succeeded"}],"nextCursor":null}`,
+	}
+	var cursors []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cursors = append(cursors, r.URL.Query().Get("cursor"))
+		_, _ = io.WriteString(w, pages[len(cursors)-1])
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL, "tok")
+	require.NoError(t, err)
+	f := c.FollowEvents("r")
+	first, err := f.Next(ctx)
+	require.NoError(t, err)
+	require.Len(t, first, 3)
+	second, err := f.Next(ctx)
+	require.NoError(t, err)
+	require.Len(t, second, 1)
+	require.Equal(t, "run.succeeded", second[0].Type)
+	require.Equal(t, []string{"", "c2", "c2"}, cursors)
+	require.True(t, Terminal(strings.TrimPrefix("run.succeeded", "run.")))
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/client"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/variables"
+	"github.com/weftworks/weft/variables/graphcheck"
+)
+
+func newValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate FILE",
+		Short: "Validate a workflow file (YAML or JSON) locally, without a server",
+		Long: `Decodes FILE (.yaml, .yml or .json) with the same strict decoder as the API,
+captures the toolset folders its tools: values name (relative to FILE), and
+validates the graph with the same validator publication uses, against the
+built-in action catalog and the built-in variables. It prints one line per
+issue:
+
+  FILE:LINE:COLUMN CODE PATH MESSAGE
+
+and exits 1 when there is any. Agent revisions live on the server, so agent
+references are not checked here (they are at dry-run and publication); nor
+are actions a worker registers beyond the built-ins.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			s, issues, err := loadSource(args[0])
+			if err != nil {
+				fmt.Fprintln(out, err)
+				return &silentError{msg: args[0] + " is not a well-formed workflow document"}
+			}
+			if len(issues) == 0 {
+				issues, err = validateLocally(s.doc)
+				if err != nil {
+					return err
+				}
+			}
+			agents := 0
+			issues = slices.DeleteFunc(issues, func(is graph.Issue) bool {
+				unresolvedAgent := is.Code == graph.CodeMissingDependency && strings.HasSuffix(is.Path, "/agent")
+				if unresolvedAgent {
+					agents++
+				}
+				return unresolvedAgent
+			})
+			if len(issues) > 0 {
+				s.printIssues(out, issues)
+				return &silentError{msg: fmt.Sprintf("%s: %d issue(s)", args[0], len(issues))}
+			}
+			fmt.Fprintf(out, "%s: valid (%d nodes, %d edges", s.path, len(s.doc.Nodes), len(s.doc.Edges))
+			if len(s.captured) > 0 {
+				names := make([]string, 0, len(s.captured))
+				for _, c := range s.captured {
+					names = append(names, fmt.Sprintf("%s from %s", c.Name, c.Path))
+				}
+				fmt.Fprintf(out, "; toolsets %s", strings.Join(names, ", "))
+			}
+			fmt.Fprintln(out, ")")
+			if agents > 0 {
+				fmt.Fprintf(out, "note: %d agent reference(s) are resolved by the server at dry-run and publication\n", agents)
+			}
+			return nil
+		},
+	}
+}
+
+// validateLocally runs graph validation against what is known without a
+// server: the built-in actions and variables.
+func validateLocally(doc *graph.Document) ([]graph.Issue, error) {
+	reg, err := variables.Builtin(variables.NoAgents{})
+	if err != nil {
+		return nil, err
+	}
+	cat := graph.NewStaticCatalog(catalog.BuiltinContracts(), nil)
+	return graph.ValidateWith(doc, cat, graph.Options{Templates: graphcheck.New(reg)}), nil
+}
+
+func newPushCmd() *cobra.Command {
+	var key string
+	cmd := &cobra.Command{
+		Use:   "push FILE --key KEY",
+		Short: "Save a workflow file as the next draft of KEY (creating KEY if absent)",
+		Long: `Reads FILE (.yaml, .yml or .json), captures the toolset folders its tools:
+values name (paths relative to FILE; each folder's toolset.yaml and SKILL.md
+are copied into the document's toolsets map, so the server never reads a
+path), and saves it as a draft of workflow KEY: the workflow is created with
+draft revision 1 when it does not exist, otherwise the next draft revision is
+saved on top of the latest one. A missing or invalid folder, or a toolset the
+server refuses (an unknown action), fails the push; nothing is saved then.
+A draft may still hold other graph issues: see weft validate and publish.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			s, issues, err := loadSource(args[0])
+			if err != nil {
+				fmt.Fprintln(out, err)
+				return &silentError{msg: "push refused: " + args[0] + " is not a well-formed workflow document"}
+			}
+			if len(issues) > 0 {
+				s.printIssues(out, issues)
+				return &silentError{msg: fmt.Sprintf("push refused: %d toolset problem(s) in %s", len(issues), args[0])}
+			}
+			doc, err := json.Marshal(s.doc)
+			if err != nil {
+				return err
+			}
+			c, err := apiClient()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var d client.Draft
+			w, err := c.GetWorkflow(ctx, key)
+			switch {
+			case client.IsNotFound(err):
+				d, err = c.CreateWorkflow(ctx, key, doc)
+			case err == nil:
+				d, err = c.SaveDraft(ctx, key, w.DraftRevision, doc)
+			}
+			if err != nil {
+				printServerIssues(out, s, err)
+				return fmt.Errorf("push %s: %w", key, err)
+			}
+			fmt.Fprintf(out, "pushed %s: draft revision %d\n", d.Key, d.DraftRevision)
+			for _, cp := range s.captured {
+				ts := s.doc.Toolsets[cp.Name]
+				fmt.Fprintf(out, "  toolset %s from %s: %d tool(s), skill %d bytes\n", cp.Name, cp.Dir, len(ts.Tools), len(ts.Skill))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&key, "key", "", "workflow key (required)")
+	_ = cmd.MarkFlagRequired("key")
+	return cmd
+}
+
+func newPublishCmd() *cobra.Command {
+	var draft int
+	cmd := &cobra.Command{
+		Use:   "publish KEY [--draft N]",
+		Short: "Publish a draft of KEY (the latest by default) as an immutable revision",
+		Long: `Validates and compiles the draft on the server and stores an immutable,
+content-addressed revision pinning its actions, agents and toolsets. A draft
+with graph issues is refused: every issue is printed as CODE PATH MESSAGE and
+the command exits 1. Publishing content identical to the latest revision
+creates nothing and reports that revision.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			key := args[0]
+			c, err := apiClient()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if draft == 0 {
+				w, err := c.GetWorkflow(ctx, key)
+				if err != nil {
+					return fmt.Errorf("publish %s: %w", key, err)
+				}
+				draft = w.DraftRevision
+			}
+			p, err := c.Publish(ctx, key, draft)
+			if err != nil {
+				printServerIssues(out, nil, err)
+				return fmt.Errorf("publish %s draft %d: %w", key, draft, err)
+			}
+			if p.Created {
+				fmt.Fprintf(out, "published %s revision %d from draft %d (checksum %s)\n", p.Key, p.Revision, draft, p.Checksum)
+			} else {
+				fmt.Fprintf(out, "%s revision %d already holds this content (checksum %s); nothing new published\n", p.Key, p.Revision, p.Checksum)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&draft, "draft", 0, "draft revision to publish (default: the latest)")
+	return cmd
+}

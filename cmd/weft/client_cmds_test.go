@@ -1,0 +1,315 @@
+package main_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cliResult is one finished `weft` invocation.
+type cliResult struct {
+	args   []string
+	stdout string
+	stderr string
+	code   int
+}
+
+func (r cliResult) String() string {
+	return fmt.Sprintf("weft %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(r.args, " "), r.code, r.stdout, r.stderr)
+}
+
+// weftCLI runs the weft binary with env added to the test's environment and
+// returns its output and exit status (a non-zero status is not a failure).
+func weftCLI(t *testing.T, env []string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(weftBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("weft %v did not finish within 2 minutes:\n%s%s", args, stdout.String(), stderr.String())
+	}
+	r := cliResult{args: args, stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("weft %v: %v", args, err)
+	}
+	return r
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const echoYAML = `# input -> core.echo -> output
+schemaVersion: 1
+nodes:
+  - {id: in, kind: input, outputs: {out: any}}
+  - id: echo
+    kind: action
+    action: {id: core.echo, version: 1}
+    inputs: {in: any}
+    outputs: {out: any}
+  - {id: out, kind: output, inputs: {in: any}}
+edges:
+  - {from: in.out, to: echo.in}
+  - {from: echo.out, to: out.in}
+`
+
+const sleepJSON = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "nap", "kind": "action", "action": {"id": "core.sleep", "version": 1},
+     "inputs": {"in": "any"}, "outputs": {"out": "any"}, "mapping": {"ms": {"pointer": "/in/ms"}}, "timeoutMs": 600000},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "nap.in"}, {"from": "nap.out", "to": "out.in"}]
+}`
+
+// failYAML fails its only attempt.
+const failYAML = `schemaVersion: 1
+nodes:
+  - {id: in, kind: input, outputs: {out: any}}
+  - id: boom
+    kind: action
+    action: {id: core.fail, version: 1}
+    inputs: {in: any}
+    outputs: {out: any}
+    mapping: {untilAttempt: {literal: 5}}
+    retry: {maxAttempts: 1}
+  - {id: out, kind: output, inputs: {in: any}}
+edges:
+  - {from: in.out, to: boom.in}
+  - {from: boom.out, to: out.in}
+`
+
+// badYAML is well-formed but has graph issues.
+const badYAML = `schemaVersion: 1
+nodes:
+  - {id: in, kind: input, outputs: {out: any}}
+  - id: echo
+    kind: action
+    action: {id: core.echo, version: 7}
+    inputs: {in: any}
+    outputs: {out: any}
+  - {id: out, kind: output, inputs: {in: any}}
+edges:
+  - {from: in.out, to: echo.in}
+  - {from: echo.out, to: ghost.in}
+`
+
+var runIDPattern = regexp.MustCompile(`(?m)^run ([0-9a-f-]{36}) `)
+
+func runIDOf(t *testing.T, r cliResult) string {
+	t.Helper()
+	m := runIDPattern.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no run id printed\n%s", r)
+	}
+	return m[1]
+}
+
+// TestClientVerbs drives the CLI's client verbs as subprocesses against a
+// running `weft dev` (its own ports, data dir and fresh database):
+// validate, push (create, then a new draft), publish, run --wait (success
+// and failure), runs, events and cancel.
+func TestClientVerbs(t *testing.T) {
+	d := startDev(t)
+	d.waitReady()
+	env := []string{"WEFT_URL=" + d.apiURL, "WEFT_TOKEN=" + d.token}
+	dir := t.TempDir()
+	echo := writeFile(t, dir, "echo.yaml", echoYAML)
+	bad := writeFile(t, dir, "flows/bad.yaml", badYAML)
+	sleep := writeFile(t, dir, "sleep.json", sleepJSON)
+	fail := writeFile(t, dir, "fail.yaml", failYAML)
+
+	// validate: local, the same validator; issues with codes and positions.
+	r := weftCLI(t, nil, "validate", bad)
+	if r.code != 1 {
+		t.Fatalf("validate bad: want exit 1\n%s", r)
+	}
+	for _, want := range []string{
+		bad + ":6:5 MISSING_DEPENDENCY /nodes/1/action action core.echo@7 is not in the catalog",
+		bad + ":12:22 DANGLING_EDGE /edges/1/to",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("validate bad: output lacks %q\n%s", want, r)
+		}
+	}
+	malformed := writeFile(t, dir, "malformed.yaml", "schemaVersion: 1\nnodes:\n  - id: a\n    kind: input\n    shell: rm -rf /\n")
+	r = weftCLI(t, nil, "validate", malformed)
+	if r.code != 1 || !strings.Contains(r.stdout, malformed+":5:5 INVALID_DOCUMENT /nodes/0/shell unknown field \"shell\"") {
+		t.Errorf("validate malformed:\n%s", r)
+	}
+	r = weftCLI(t, nil, "validate", echo)
+	if r.code != 0 || !strings.Contains(r.stdout, "valid (3 nodes, 2 edges)") {
+		t.Fatalf("validate echo:\n%s", r)
+	}
+	if r = weftCLI(t, nil, "validate", sleep); r.code != 0 {
+		t.Fatalf("validate sleep:\n%s", r)
+	}
+
+	// Server verbs need a token.
+	r = weftCLI(t, []string{"WEFT_URL=" + d.apiURL, "WEFT_TOKEN="}, "runs")
+	if r.code == 0 || !strings.Contains(r.stderr, "WEFT_TOKEN") {
+		t.Errorf("runs without a token:\n%s", r)
+	}
+
+	// push creates the workflow, then saves new drafts.
+	r = weftCLI(t, env, "push", echo, "--key", "echo")
+	if r.code != 0 || !strings.Contains(r.stdout, "pushed echo: draft revision 1") {
+		t.Fatalf("push echo:\n%s", r)
+	}
+	r = weftCLI(t, env, "push", echo, "--key", "echo")
+	if r.code != 0 || !strings.Contains(r.stdout, "pushed echo: draft revision 2") {
+		t.Fatalf("push echo again:\n%s", r)
+	}
+
+	// publish: the latest draft.
+	r = weftCLI(t, env, "publish", "echo")
+	if r.code != 0 || !strings.Contains(r.stdout, "published echo revision 1 from draft 2") {
+		t.Fatalf("publish echo:\n%s", r)
+	}
+	r = weftCLI(t, env, "publish", "echo", "--draft", "2")
+	if r.code != 0 || !strings.Contains(r.stdout, "already holds this content") {
+		t.Errorf("publish echo again:\n%s", r)
+	}
+
+	// A draft may hold issues; publishing it fails with every issue.
+	if r = weftCLI(t, env, "push", bad, "--key", "bad"); r.code != 0 {
+		t.Fatalf("push bad:\n%s", r)
+	}
+	r = weftCLI(t, env, "publish", "bad")
+	if r.code != 1 || !strings.Contains(r.stdout, "MISSING_DEPENDENCY /nodes/1/action") ||
+		!strings.Contains(r.stdout, "DANGLING_EDGE /edges/1/to") || !strings.Contains(r.stderr, "INVALID_GRAPH") {
+		t.Errorf("publish bad:\n%s", r)
+	}
+
+	// run --wait: the run id, the Web UI link, a line per event, exit 0.
+	r = weftCLI(t, env, "run", "echo", "--input", `{"msg":"hi"}`, "--wait")
+	if r.code != 0 {
+		t.Fatalf("run echo --wait:\n%s", r)
+	}
+	echoRun := runIDOf(t, r)
+	t.Logf("weft run echo --wait:\n%s", r.stdout)
+	for _, want := range []string{
+		fmt.Sprintf("web ui: http://localhost:%d/namespaces/default/workflows/weft-", d.uiPort),
+		"run.started", "node.started", "echo", "node.completed", "edge.taken", "[3/3]", "run.succeeded",
+		"run " + echoRun + ` succeeded in `, `output {"msg":"hi"}`,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("run echo --wait: output lacks %q\n%s", want, r)
+		}
+	}
+
+	// The same idempotency key starts the same run.
+	r1 := weftCLI(t, env, "run", "echo", "--input", `{"n":1}`, "--idempotency-key", "k-1", "-q")
+	r2 := weftCLI(t, env, "run", "echo", "--input", `{"n":1}`, "--idempotency-key", "k-1", "-q")
+	if r1.code != 0 || r2.code != 0 || strings.TrimSpace(r1.stdout) != strings.TrimSpace(r2.stdout) || len(strings.TrimSpace(r1.stdout)) != 36 {
+		t.Errorf("idempotent run:\n%s\n%s", r1, r2)
+	}
+	r = weftCLI(t, env, "run", "echo", "--input", `{"n":2}`, "--idempotency-key", "k-1")
+	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") {
+		t.Errorf("same key, other input:\n%s", r)
+	}
+	if r = weftCLI(t, env, "run", "echo", "--input", `{nope`); r.code != 1 || !strings.Contains(r.stderr, "--input is not valid JSON") {
+		t.Errorf("bad input:\n%s", r)
+	}
+
+	// A failing run: --wait exits 1.
+	weftCLI(t, env, "push", fail, "--key", "fail")
+	if r = weftCLI(t, env, "publish", "fail"); r.code != 0 {
+		t.Fatalf("publish fail:\n%s", r)
+	}
+	r = weftCLI(t, env, "run", "fail", "--wait")
+	if r.code != 1 || !strings.Contains(r.stdout, "node.attempt.failed") || !strings.Contains(r.stdout, " failed in ") ||
+		!strings.Contains(r.stdout, "NODE_FAILED") {
+		t.Errorf("run fail --wait: want exit 1 and the failure\n%s", r)
+	}
+
+	// runs: filtered by key and status.
+	r = weftCLI(t, env, "runs", "--key", "echo", "--status", "succeeded")
+	if r.code != 0 || !strings.Contains(r.stdout, echoRun) || !strings.Contains(r.stdout, "RUN ID") {
+		t.Errorf("runs --key echo:\n%s", r)
+	}
+	if r = weftCLI(t, env, "runs", "--key", "fail"); r.code != 0 || strings.Contains(r.stdout, echoRun) || !strings.Contains(r.stdout, "failed") {
+		t.Errorf("runs --key fail:\n%s", r)
+	}
+	if r = weftCLI(t, env, "runs", "--status", "sideways"); r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") {
+		t.Errorf("runs bad status:\n%s", r)
+	}
+
+	// events: the whole log in order.
+	r = weftCLI(t, env, "events", echoRun)
+	if r.code != 0 {
+		t.Fatalf("events:\n%s", r)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) < 5 || !strings.Contains(lines[0], "run.started") || !strings.Contains(lines[len(lines)-1], "run.succeeded") ||
+		!strings.HasPrefix(strings.TrimSpace(lines[0]), "1 ") {
+		t.Errorf("events:\n%s", r)
+	}
+	if r = weftCLI(t, env, "events", "--json", echoRun); r.code != 0 || !strings.Contains(r.stdout, `"type":"run.started"`) {
+		t.Errorf("events --json:\n%s", r)
+	}
+	if r = weftCLI(t, env, "events", "00000000-0000-0000-0000-000000000000"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
+		t.Errorf("events of no run:\n%s", r)
+	}
+
+	// cancel: a long core.sleep run ends cancelled.
+	if r = weftCLI(t, env, "push", sleep, "--key", "sleepy"); r.code != 0 {
+		t.Fatalf("push sleep:\n%s", r)
+	}
+	weftCLI(t, env, "publish", "sleepy")
+	r = weftCLI(t, env, "run", "sleepy", "--input", `{"ms":120000}`)
+	if r.code != 0 {
+		t.Fatalf("run sleepy:\n%s", r)
+	}
+	sleepRun := runIDOf(t, r)
+	waitFor(t, "the sleep node to start", 30*time.Second, func() bool {
+		return strings.Contains(weftCLI(t, env, "events", sleepRun).stdout, "node.started")
+	})
+	r = weftCLI(t, env, "cancel", sleepRun, "--wait")
+	if r.code != 0 || !strings.Contains(r.stdout, "cancel requested: run "+sleepRun) || !strings.Contains(r.stdout, "run "+sleepRun+" cancelled") {
+		t.Fatalf("cancel --wait:\n%s", r)
+	}
+	r = weftCLI(t, env, "events", sleepRun)
+	if !strings.Contains(r.stdout, "run.cancel.requested") || !strings.Contains(r.stdout, "run.cancelled") {
+		t.Errorf("events of the cancelled run:\n%s", r)
+	}
+	if r = weftCLI(t, env, "cancel", sleepRun); r.code != 1 || !strings.Contains(r.stderr, "RUN_NOT_ACTIVE") {
+		t.Errorf("cancel again:\n%s", r)
+	}
+	if r = weftCLI(t, env, "runs", "--status", "cancelled"); !strings.Contains(r.stdout, sleepRun) {
+		t.Errorf("runs --status cancelled:\n%s", r)
+	}
+}

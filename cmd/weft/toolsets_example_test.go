@@ -1,0 +1,368 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/weftworks/weft/agents"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/store"
+)
+
+// apiCall sends one JSON request to d's API with token and decodes the answer.
+func apiCall(t *testing.T, d *devInstance, token, method, path string, body []byte) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, d.apiURL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	var v map[string]any
+	_ = json.Unmarshal(data, &v)
+	return res.StatusCode, v
+}
+
+// copyDir copies the example project into a temporary folder, so the test
+// can edit its toolsets without touching the repository.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createExampleAgents creates the example's agents (examples/toolsets/agents).
+func createExampleAgents(t *testing.T, d *devInstance, project string) {
+	t.Helper()
+	for _, name := range []string{"triage", "reporter"} {
+		body, err := os.ReadFile(filepath.Join(project, "agents", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, v := apiCall(t, d, d.token, http.MethodPost, "/v1/agents", body); code != http.StatusCreated {
+			t.Fatalf("create agent %s: %d %v", name, code, v)
+		}
+	}
+}
+
+// revisionToolsets reads the toolsets pinned in revision n of key.
+func revisionToolsets(t *testing.T, d *devInstance, key string, n int) (string, map[string]any) {
+	t.Helper()
+	code, v := apiCall(t, d, d.token, http.MethodGet, "/v1/workflows/"+key+"/revisions/"+itoa(n), nil)
+	if code != http.StatusOK {
+		t.Fatalf("revision %d of %s: %d %v", n, key, code, v)
+	}
+	g := v["graph"].(map[string]any)
+	ts, _ := g["toolsets"].(map[string]any)
+	return v["checksum"].(string), ts
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestToolsetsExample pushes, publishes and runs examples/toolsets in
+// simulation through the CLI against `weft dev`, then checks the toolset
+// rules end to end: a folder changed after publication does not change the
+// published revision, and a missing folder, a blank SKILL.md or an unknown
+// action in toolset.yaml fails the push.
+func TestToolsetsExample(t *testing.T) {
+	d := startDev(t)
+	d.waitReady()
+	env := []string{"WEFT_URL=" + d.apiURL, "WEFT_TOKEN=" + d.token}
+	project := filepath.Join(t.TempDir(), "toolsets")
+	copyDir(t, filepath.Join(testinfra.RepoRoot(), "examples", "toolsets"), project)
+	wf := filepath.Join(project, "workflow.yaml")
+	createExampleAgents(t, d, project)
+
+	r := weftCLI(t, nil, "validate", wf)
+	if r.code != 0 || !strings.Contains(r.stdout, "toolsets shared from ./tools/shared, report from ./tools/report") {
+		t.Fatalf("validate:\n%s", r)
+	}
+	// Run from elsewhere: paths resolve relative to the YAML file, not the
+	// working directory.
+	r = weftCLI(t, env, "push", wf, "--key", "toolsets-demo")
+	if r.code != 0 || !strings.Contains(r.stdout, "pushed toolsets-demo: draft revision 1") ||
+		!strings.Contains(r.stdout, "toolset shared from "+filepath.Join(project, "tools", "shared")+": 3 tool(s)") ||
+		!strings.Contains(r.stdout, "toolset report from "+filepath.Join(project, "tools", "report")+": 1 tool(s)") {
+		t.Fatalf("push:\n%s", r)
+	}
+	if r = weftCLI(t, env, "publish", "toolsets-demo"); r.code != 0 {
+		t.Fatalf("publish:\n%s", r)
+	}
+	sum1, pinned := revisionToolsets(t, d, "toolsets-demo", 1)
+	skill, _ := os.ReadFile(filepath.Join(project, "tools", "report", "SKILL.md"))
+	report := pinned["report"].(map[string]any)
+	if report["skill"] != string(skill) || len(report["tools"].([]any)) != 1 {
+		t.Fatalf("pinned report toolset: %v", report)
+	}
+	code, rev := apiCall(t, d, d.token, http.MethodGet, "/v1/workflows/toolsets-demo/revisions/1", nil)
+	g := rev["graph"].(map[string]any)
+	if code != http.StatusOK || g["tools"] != "shared" {
+		t.Fatalf("revision graph: %v", g)
+	}
+	for _, n := range g["nodes"].([]any) {
+		node := n.(map[string]any)
+		if node["id"] == "report" && node["tools"] != "report" {
+			t.Errorf("report node tools = %v", node["tools"])
+		}
+	}
+
+	// Run it in simulation.
+	r = weftCLI(t, env, "run", "toolsets-demo", "--mode", "simulation", "--input", `{"id":"T-1","text":"printer on fire"}`, "--wait")
+	if r.code != 0 || !strings.Contains(r.stdout, "mode simulation") || !strings.Contains(r.stdout, " succeeded in ") {
+		t.Fatalf("run in simulation:\n%s", r)
+	}
+	t.Logf("weft run --mode simulation --wait:\n%s", r.stdout)
+
+	// The folder changes after publication: the published revision does
+	// not; a push makes a new draft, whose publication is a new revision.
+	if err := os.WriteFile(filepath.Join(project, "tools", "report", "SKILL.md"), []byte("# Report tools\n\nSay less.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if sum, again := revisionToolsets(t, d, "toolsets-demo", 1); sum != sum1 || again["report"].(map[string]any)["skill"] != string(skill) {
+		t.Fatalf("revision 1 changed with the folder: %s %v", sum, again)
+	}
+	r = weftCLI(t, env, "push", wf, "--key", "toolsets-demo")
+	if r.code != 0 || !strings.Contains(r.stdout, "draft revision 2") {
+		t.Fatalf("push after edit:\n%s", r)
+	}
+	if sum, again := revisionToolsets(t, d, "toolsets-demo", 1); sum != sum1 || again["report"].(map[string]any)["skill"] != string(skill) {
+		t.Fatalf("revision 1 changed after a new push: %s %v", sum, again)
+	}
+	if r = weftCLI(t, env, "publish", "toolsets-demo"); r.code != 0 || !strings.Contains(r.stdout, "revision 2 from draft 2") {
+		t.Fatalf("publish after edit:\n%s", r)
+	}
+	sum2, now := revisionToolsets(t, d, "toolsets-demo", 2)
+	if sum2 == sum1 || now["report"].(map[string]any)["skill"] != "# Report tools\n\nSay less.\n" {
+		t.Fatalf("revision 2: %s %v", sum2, now)
+	}
+
+	// A push that cannot capture its folders saves nothing.
+	push := func(name, wantOut string) {
+		t.Helper()
+		r := weftCLI(t, env, "push", wf, "--key", "toolsets-demo")
+		if r.code != 1 || !strings.Contains(r.stdout+r.stderr, wantOut) {
+			t.Errorf("%s: push should fail with %q\n%s", name, wantOut, r)
+		}
+		code, v := apiCall(t, d, d.token, http.MethodGet, "/v1/workflows/toolsets-demo", nil)
+		if code != http.StatusOK || v["draftRevision"].(float64) != 2 {
+			t.Errorf("%s: a draft was saved: %v", name, v)
+		}
+	}
+	blank := filepath.Join(project, "tools", "report", "SKILL.md")
+	if err := os.WriteFile(blank, []byte("  \n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	push("blank SKILL.md", "INVALID_TOOLS_PATH /nodes/2/tools tools \"./tools/report\": "+blank+" is empty")
+	if err := os.Remove(blank); err != nil {
+		t.Fatal(err)
+	}
+	push("missing SKILL.md", blank+" is missing")
+	if err := os.WriteFile(blank, []byte("Back.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(project, "tools", "shared"), filepath.Join(project, "tools", "gone")); err != nil {
+		t.Fatal(err)
+	}
+	push("missing folder", wf+":13:1 INVALID_TOOLS_PATH /tools tools \"./tools/shared\": toolset folder "+filepath.Join(project, "tools", "shared")+" does not exist")
+	if err := os.Rename(filepath.Join(project, "tools", "gone"), filepath.Join(project, "tools", "shared")); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(project, "tools", "shared", "toolset.yaml")
+	if err := os.WriteFile(manifest, []byte("tools:\n  - core.echo@1\n  - core.teleport@1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	push("unknown action", "MISSING_DEPENDENCY /toolsets/shared/tools/1 action core.teleport@1 is not in the catalog")
+	r = weftCLI(t, nil, "validate", wf)
+	if r.code != 1 || !strings.Contains(r.stdout, wf+":13:1 MISSING_DEPENDENCY /toolsets/shared/tools/1") {
+		t.Errorf("validate with an unknown action:\n%s", r)
+	}
+	if err := os.WriteFile(manifest, []byte("tools: [core.echo@1]\nrun: ./install.sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	push("manifest with a command", `unknown key "run"`)
+}
+
+// toolEvents maps node → tool → "type: reason message" from a run's events.
+func toolEvents(t *testing.T, env []string, runID string) map[string]map[string]string {
+	t.Helper()
+	r := weftCLI(t, env, "events", "--json", runID)
+	if r.code != 0 {
+		t.Fatalf("events:\n%s", r)
+	}
+	out := map[string]map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var ev struct {
+			Type   string `json:"type"`
+			NodeID string `json:"nodeId"`
+			Data   struct {
+				Tool    string `json:"tool"`
+				Reason  string `json:"reason"`
+				Message string `json:"message"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("event line %q: %v", line, err)
+		}
+		if !strings.HasPrefix(ev.Type, "tool.") || ev.Type == "tool.started" {
+			continue
+		}
+		if out[ev.NodeID] == nil {
+			out[ev.NodeID] = map[string]string{}
+		}
+		out[ev.NodeID][ev.Data.Tool] = strings.TrimSpace(ev.Type + ": " + ev.Data.Reason + " " + ev.Data.Message)
+	}
+	return out
+}
+
+// TestAgentSeesTheIntersectedTools runs examples/toolsets live with the sim
+// provider, whose scripts call every tool the agents might meet. An agent
+// is offered exactly the tools in its allowedTools AND its node's toolset
+// (the node's override, else the workflow default) AND the run's
+// permission snapshot; the events show each call completed or denied with
+// the term it failed.
+func TestAgentSeesTheIntersectedTools(t *testing.T) {
+	d := startDev(t)
+	d.waitReady()
+	project := filepath.Join(t.TempDir(), "toolsets")
+	copyDir(t, filepath.Join(testinfra.RepoRoot(), "examples", "toolsets"), project)
+	createExampleAgents(t, d, project)
+	full := []string{"WEFT_URL=" + d.apiURL, "WEFT_TOKEN=" + d.token}
+	if r := weftCLI(t, full, "push", filepath.Join(project, "workflow.yaml"), "--key", "toolsets-demo"); r.code != 0 {
+		t.Fatalf("push:\n%s", r)
+	}
+	if r := weftCLI(t, full, "publish", "toolsets-demo"); r.code != 0 {
+		t.Fatalf("publish:\n%s", r)
+	}
+	// A token of the same tenant without notes.write.
+	narrow := runWeft(t, []string{"WEFT_DATA_DIR=" + d.dataDir, "WEFT_JWT_SECRET="},
+		"token", "--tenant", "dev", "--sub", "viewer", "--scope", "runs.execute,runs.read,workflows.read")
+	limited := []string{"WEFT_URL=" + d.apiURL, "WEFT_TOKEN=" + narrow}
+
+	input := `{"id":"T-7","text":"printer on fire"}`
+	denied := "tool.denied: " + agents.ReasonNotGranted + " "
+	r := weftCLI(t, limited, "run", "toolsets-demo", "--input", input, "--wait")
+	if r.code != 0 {
+		t.Fatalf("live run without notes.write:\n%s", r)
+	}
+	t.Logf("weft run --wait (no notes.write):\n%s", r.stdout)
+	got := toolEvents(t, limited, runIDOf(t, r))
+	want := map[string]map[string]string{
+		// triage selects the default, tools/shared: echo, sleep, notes.write.
+		"triage": {
+			"core.echo@1":             "tool.completed:",
+			"core.sleep@1":            denied + "core.sleep@1 is not granted: it is not in the agent's allowed tools",
+			"core.fail@1":             denied + "core.fail@1 is not granted: it is not in the node's toolset",
+			"workspace.notes.write@1": denied + "workspace.notes.write@1 is not granted: the run's permissions lack notes.write",
+		},
+		// report overrides it with tools/report: echo only.
+		"report": {
+			"core.echo@1":             "tool.completed:",
+			"workspace.notes.write@1": denied + "workspace.notes.write@1 is not granted: it is not in the node's toolset",
+		},
+	}
+	if !equalNested(got, want) {
+		t.Errorf("tool events without notes.write:\n got %v\nwant %v", got, want)
+	}
+	checkPinnedSkills(t, d, project, runIDOf(t, r))
+
+	// With notes.write in the snapshot the triage agent is offered it too;
+	// the report node still is not (its toolset does not list it).
+	r = weftCLI(t, full, "run", "toolsets-demo", "--input", input, "--wait")
+	if r.code != 0 {
+		t.Fatalf("live run with notes.write:\n%s", r)
+	}
+	got = toolEvents(t, full, runIDOf(t, r))
+	want["triage"]["workspace.notes.write@1"] = "tool.completed:"
+	if !equalNested(got, want) {
+		t.Errorf("tool events with notes.write:\n got %v\nwant %v", got, want)
+	}
+}
+
+func equalNested(a, b map[string]map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, m := range a {
+		n, ok := b[k]
+		if !ok || len(m) != len(n) {
+			return false
+		}
+		for kk, v := range m {
+			if n[kk] != v {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// checkPinnedSkills reads the run's saved agent transcripts: each agent's
+// instructions end with the SKILL.md of its node's effective toolset (the
+// override for report, the default for triage), never the other one.
+func checkPinnedSkills(t *testing.T, d *devInstance, project, runID string) {
+	t.Helper()
+	dbURL := ""
+	for _, kv := range d.cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "DATABASE_URL="); ok {
+			dbURL = v
+		}
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	skill := func(folder string) string {
+		b, err := os.ReadFile(filepath.Join(project, "tools", folder, "SKILL.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for node, folders := range map[string][2]string{"triage": {"shared", "report"}, "report": {"report", "shared"}} {
+		tr, err := st.GetAgentTranscript(ctx, "dev", runID, node)
+		if err != nil {
+			t.Fatalf("transcript of %s: %v", node, err)
+		}
+		var saved agents.Transcript
+		if err := json.Unmarshal(tr.Transcript, &saved); err != nil {
+			t.Fatal(err)
+		}
+		system := saved.Messages[0].Content
+		if !strings.HasSuffix(system, "\n\n"+skill(folders[0])) || strings.Contains(system, skill(folders[1])) {
+			t.Errorf("%s instructions do not end with tools/%s/SKILL.md alone:\n%s", node, folders[0], system)
+		}
+	}
+}

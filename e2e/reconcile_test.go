@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/reconciler"
+)
+
+func TestRunsClosedOutsideWeftAreReconciled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker()
+	rev := e.publish("nap", cancelGraph)
+
+	// One run terminated with the Temporal CLI mid-node, one whose
+	// workflow times out (a timeout weft never sets).
+	terminated := e.run("nap", map[string]any{})
+	timedOut, _ := e.startDirect("nap", rev, map[string]any{}, nil, func(o *client.StartWorkflowOptions) {
+		o.WorkflowExecutionTimeout = 2 * time.Second
+	})
+	e.waitForEvent(terminated, "node.started nap", 20*time.Second)
+	wid := e.getRun(terminated).Temporal.WorkflowID
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, testinfra.TemporalBinary(), "workflow", "terminate",
+		"--workflow-id", wid, "--reason", "drill: terminated by an operator",
+		"--address", e.temporal.HostPort, "--namespace", "default").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	terminatedAt := time.Now()
+
+	// The reconciler loop, as the worker runs it (with a short interval).
+	r, err := reconciler.New(reconciler.Deps{Store: e.st, Temporal: e.tc, Logger: e.log})
+	require.NoError(t, err)
+	loop, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go r.Run(loop, 250*time.Millisecond)
+
+	for _, c := range []struct {
+		id, status string
+	}{{terminated, "TERMINATED"}, {timedOut, "TIMED_OUT"}} {
+		v := e.wait(c.id, time.Minute)
+		require.Equal(t, execution.StatusFailed, v.Status, c.status)
+		require.NotNil(t, v.Error)
+		require.Equal(t, reconciler.ReasonClosedOutsideWeft, v.Error.Code)
+		require.Contains(t, v.Error.Message, c.status)
+
+		events := e.events(c.id)
+		last := events[len(events)-1]
+		require.Equal(t, execution.EventRunFailed, last.Type)
+		var ev reconciler.Evidence
+		require.NoError(t, json.Unmarshal(last.Data, &ev))
+		require.Equal(t, reconciler.ReasonClosedOutsideWeft, ev.Reason)
+		require.Equal(t, c.status, ev.TemporalStatus)
+		require.False(t, ev.CloseTime.IsZero())
+		require.True(t, last.At.Equal(ev.CloseTime.Truncate(time.Microsecond)), "the event is dated when Temporal closed the run")
+		require.NotEmpty(t, ev.TemporalRunID)
+		require.NotNil(t, ev.RunError)
+		if c.status == "TERMINATED" {
+			require.Equal(t, "drill: terminated by an operator", ev.TemporalReason)
+			require.NotEmpty(t, ev.Identity)
+			require.Less(t, time.Since(terminatedAt), time.Minute)
+		}
+		e.checkChain(c.id)
+	}
+
+	// Another pass changes nothing: the rows are terminal now.
+	res, err := r.Reconcile(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Checked)
+	require.Empty(t, res.Settled)
+}

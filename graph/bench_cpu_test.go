@@ -1,0 +1,30 @@
+package graph
+
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cpuMeter reports the process CPU time (user + system, so GC workers
+// count) spent per iteration as "cpu-ns/op". The machine these benchmarks
+// run on is shared, so wall-clock ns/op includes time spent waiting for a
+// core; CPU time per op does not.
+type cpuMeter struct{ start time.Duration }
+
+func startCPU() cpuMeter { return cpuMeter{processCPU()} }
+
+func (m cpuMeter) report(b *testing.B) {
+	if m.start < 0 || b.N == 0 {
+		return
+	}
+	b.ReportMetric(float64(processCPU()-m.start)/float64(b.N), "cpu-ns/op")
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,130 @@
+package starter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/fixtures"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/store"
+)
+
+// compileDraft compiles draft revision n of workflow key (SPEC §4: a
+// simulation may run a valid draft) against the same dependency snapshot
+// publication uses, and stores it unpublished under (tenant, checksum), so
+// the interpreter and the activities load it exactly like a published
+// revision. A draft with issues is refused like a publication: 422
+// INVALID_GRAPH with details.issues. Storing is idempotent (the checksum
+// covers the content), so enqueueing the same draft again is harmless.
+func (s *Starter) compileDraft(ctx context.Context, tenant, key string, n int) (*graph.Compiled, error) {
+	d, err := s.store.GetDraft(ctx, tenant, key, n)
+	if errors.Is(err, failure.ErrNotFound) {
+		return nil, failure.New(failure.CodeNotFound, "workflow %q has no draft revision %d", key, n)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("starter: load draft: %w", err)
+	}
+	doc, issues := decodeDraft(d.Document)
+	var compiled *graph.Compiled
+	if issues == nil {
+		r := s.resolver
+		if r == nil {
+			r = &catalog.Resolver{}
+		}
+		cat, err := r.Catalog(ctx, tenant, doc)
+		if err != nil {
+			return nil, fmt.Errorf("starter: resolve dependencies: %w", err)
+		}
+		compiled, issues = graph.CompileWith(doc, cat, r.Options())
+	}
+	if len(issues) > 0 || compiled == nil {
+		return nil, failure.New(failure.CodeInvalidGraph, "draft revision %d has %d issue(s); see details.issues", n, len(issues)).
+			WithDetails(map[string]any{"issues": issues, "draftRevision": n})
+	}
+	plan := compiled.Plan()
+	if err := s.store.PutCompiled(ctx, tenant, compiled, &plan); err != nil {
+		return nil, fmt.Errorf("starter: store compiled draft: %w", err)
+	}
+	return compiled, nil
+}
+
+// decodeDraft decodes a stored draft document. PostgreSQL reformats jsonb,
+// so it is compacted first (the size limit applies to what was authored);
+// a draft that no longer decodes is reported as a graph issue.
+func decodeDraft(raw json.RawMessage) (*graph.Document, []graph.Issue) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, []graph.Issue{{Code: failure.CodeInvalidJSON, Message: err.Error()}}
+	}
+	doc, err := graph.Decode(buf.Bytes())
+	if err != nil {
+		var de *graph.DecodeError
+		if errors.As(err, &de) {
+			return nil, []graph.Issue{{Code: de.Code, Path: de.Path, Message: de.Message}}
+		}
+		return nil, []graph.Issue{{Code: failure.CodeInvalidDocument, Message: err.Error()}}
+	}
+	return doc, nil
+}
+
+// checkFixtures validates simulation fixtures against the revision that
+// will run (package fixtures: shape, at most fixtures.MaxBytes, keys naming
+// its agent, agent-decision and action nodes) and returns what the run row
+// stores: the compact JSON, or nil when there are none. Problems are 422
+// INVALID_FIXTURES with details.errors.
+func checkFixtures(c *graph.Compiled, raw json.RawMessage) (json.RawMessage, error) {
+	set, problems := fixtures.Parse(raw)
+	if len(problems) == 0 {
+		problems = set.Check(c.Document)
+	}
+	if len(problems) > 0 {
+		p := problems[0]
+		at := p.Path
+		if at == "" {
+			at = "/"
+		}
+		return nil, failure.New(CodeInvalidFixtures, "fixtures are invalid at %s: %s", at, p.Message).
+			WithDetails(map[string]any{"errors": problems})
+	}
+	if len(set) == 0 {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, failure.New(CodeInvalidFixtures, "fixtures are not valid JSON")
+	}
+	return buf.Bytes(), nil
+}
+
+// sameFixtures compares the fixtures a run was bound with to a repeated
+// request's, by canonical JSON (none, null and {} are the same).
+func sameFixtures(bound, requested json.RawMessage) bool {
+	canon := func(raw json.RawMessage) string {
+		raw = bytes.TrimSpace(raw)
+		if len(raw) == 0 || string(raw) == "null" {
+			return "{}"
+		}
+		c, err := graph.Canonical(raw)
+		if err != nil {
+			return string(raw)
+		}
+		return string(c)
+	}
+	return canon(bound) == canon(requested)
+}
+
+// runSummary is the run's Temporal UI summary: Summary for a published
+// revision, "<key> draft <n> · simulation" for a simulated draft.
+func runSummary(run store.Run) string {
+	if run.DraftRevision != nil {
+		return run.WorkflowKey + " draft " + strconv.Itoa(*run.DraftRevision) + " · " + run.Mode
+	}
+	return Summary(run.WorkflowKey, run.Revision, execution.Mode(run.Mode))
+}

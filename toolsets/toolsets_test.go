@@ -1,0 +1,304 @@
+package toolsets
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftworks/weft/graph"
+)
+
+// folder writes a toolset folder under root and returns its path.
+func folder(t *testing.T, root, rel, manifest, skill string) string {
+	t.Helper()
+	dir := filepath.Join(root, rel)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	if manifest != "" {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), []byte(manifest), 0o644))
+	}
+	if skill != "" {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, SkillFile), []byte(skill), 0o644))
+	}
+	return dir
+}
+
+func TestCheckPathRules(t *testing.T) {
+	refused := map[string]string{
+		"empty":                "",
+		"blank":                "  \t ",
+		"NUL":                  "tools/\x00x",
+		"newline":              "tools/x\n",
+		"tab":                  "tools\tx",
+		"DEL":                  "tools/\x7f",
+		"C1 control":           "tools/\u0085x",
+		"http URL":             "http://example.com/tools",
+		"https URL":            "https://example.com/tools",
+		"file URL":             "file:///etc/tools",
+		"file without slashes": "file:tools/report",
+		"data URL":             "data:text/plain,x",
+		"javascript":           "javascript:alert(1)",
+		"custom scheme":        "s3+tools.v2:bucket/x",
+		"uppercase scheme":     "FILE:/x",
+		"drive letter":         `C:\tools`,
+		"bare scheme":          "tools:",
+		"network path":         "//host/share/tools",
+		"UNC path":             `\\host\share`,
+	}
+	for name, p := range refused {
+		t.Run(name, func(t *testing.T) {
+			err := CheckPath(p)
+			var te *Error
+			require.ErrorAs(t, err, &te)
+			require.Equal(t, graph.CodeInvalidToolsPath, te.Code)
+		})
+	}
+	for _, p := range []string{
+		"./tools/report", "tools/report", "../shared/tools", "../../x", "/abs/tools", "/", ".",
+		"./a:b", "tools/a:b", "~/tools", "a b", "日本/ツール", "-tools", "1tools:", "+x:y",
+	} {
+		require.NoError(t, CheckPath(p), p)
+	}
+}
+
+func TestResolveIsRelativeToTheDeclaringFile(t *testing.T) {
+	base := "/work/project/flows"
+	for p, want := range map[string]string{
+		"./tools/report":   "/work/project/flows/tools/report",
+		"tools/report/":    "/work/project/flows/tools/report",
+		"../tools/shared":  "/work/project/tools/shared",
+		"../../../../x":    "/x",
+		"/opt/tools//a/./": "/opt/tools/a",
+	} {
+		got, err := Resolve(base, p)
+		require.NoError(t, err, p)
+		require.Equal(t, want, got, p)
+	}
+	_, err := Resolve(base, "file:tools")
+	require.Error(t, err)
+}
+
+func TestLoad(t *testing.T) {
+	root := t.TempDir()
+	good := folder(t, root, "good", "tools:\n  - core.echo@1\n  - workspace.notes.write@1\n", "# Good\n\nUse echo.\n")
+	ts, err := Load(good)
+	require.NoError(t, err)
+	require.Equal(t, graph.Toolset{Tools: []string{"core.echo@1", "workspace.notes.write@1"}, Skill: "# Good\n\nUse echo.\n"}, ts)
+
+	empty := folder(t, root, "none", "tools: []\n", "Think only.")
+	ts, err = Load(empty)
+	require.NoError(t, err)
+	require.Equal(t, []string{}, ts.Tools)
+
+	file := filepath.Join(root, "plain-file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
+	fifoDir := folder(t, root, "fifo", "tools: [core.echo@1]\n", "")
+	require.NoError(t, syscall.Mkfifo(filepath.Join(fifoDir, SkillFile), 0o644))
+	dirSkill := folder(t, root, "dirskill", "tools: [core.echo@1]\n", "")
+	require.NoError(t, os.Mkdir(filepath.Join(dirSkill, SkillFile), 0o755))
+
+	cases := map[string]struct {
+		dir  string
+		want string
+	}{
+		"missing folder":        {filepath.Join(root, "nope"), "does not exist"},
+		"not a folder":          {file, "is not a folder"},
+		"missing toolset.yaml":  {folder(t, root, "nomanifest", "", "Skill."), "toolset.yaml is missing"},
+		"missing SKILL.md":      {folder(t, root, "noskill", "tools: [core.echo@1]\n", ""), "SKILL.md is missing"},
+		"blank SKILL.md":        {folder(t, root, "blankskill", "tools: [core.echo@1]\n", " \n\t\n"), "SKILL.md is empty"},
+		"SKILL.md not UTF-8":    {folder(t, root, "binskill", "tools: [core.echo@1]\n", "\xff\xfe"), "not valid UTF-8"},
+		"SKILL.md a FIFO":       {fifoDir, "not a regular file"},
+		"SKILL.md a folder":     {dirSkill, "not a regular file"},
+		"SKILL.md too large":    {folder(t, root, "bigskill", "tools: [core.echo@1]\n", strings.Repeat("x", MaxSkillBytes+1)), "the limit is"},
+		"manifest not YAML":     {folder(t, root, "badyaml", "tools: [\n", "Skill."), "toolset.yaml:"},
+		"manifest a list":       {folder(t, root, "list", "- core.echo@1\n", "Skill."), "must be a mapping"},
+		"manifest unknown key":  {folder(t, root, "extra", "tools: []\nrun: ./install.sh\n", "Skill."), `unknown key "run"`},
+		"manifest no tools":     {folder(t, root, "notools", "{}\n", "Skill."), "tools (the actionId@version list) is required"},
+		"tools not a list":      {folder(t, root, "scalar", "tools: core.echo@1\n", "Skill."), "must be a list"},
+		"tools null":            {folder(t, root, "null", "tools:\n", "Skill."), "must be a list"},
+		"entry not a string":    {folder(t, root, "number", "tools: [1]\n", "Skill."), "must be an actionId@version string"},
+		"entry without version": {folder(t, root, "nover", "tools: [core.echo]\n", "Skill."), `"core.echo" is not actionId@version`},
+		"entry bad version":     {folder(t, root, "badver", "tools: [core.echo@01]\n", "Skill."), "positive version"},
+		"entry duplicated":      {folder(t, root, "dup", "tools: [core.echo@1, core.echo@1]\n", "Skill."), "listed twice"},
+		"manifest anchors":      {folder(t, root, "anchor", "a: &x [core.echo@1]\ntools: *x\n", "Skill."), "anchors"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { _, err := Load(tc.dir); done <- err }()
+			select {
+			case err := <-done:
+				var te *Error
+				require.ErrorAs(t, err, &te)
+				require.Equal(t, graph.CodeInvalidToolsPath, te.Code)
+				require.Contains(t, te.Message, tc.want)
+			case <-time.After(5 * time.Second):
+				t.Fatal("Load blocked")
+			}
+		})
+	}
+}
+
+const agentDoc = `schemaVersion: 1
+tools: ./tools/shared
+nodes:
+  - id: in
+    kind: input
+    outputs: {out: any}
+  - id: triage
+    kind: agent
+    agent: {key: triage, revision: 1}
+    inputs: {in: any}
+    outputs: {out: any}
+  - id: report
+    kind: agent
+    tools: ./tools/report
+    agent: {key: writer, revision: 1}
+    inputs: {in: any}
+    outputs: {out: any}
+  - id: out
+    kind: output
+    inputs: {in: any}
+edges:
+  - {from: in.out, to: triage.in}
+  - {from: triage.out, to: report.in}
+  - {from: report.out, to: out.in}
+`
+
+func parse(t *testing.T, src string) *graph.YAMLDocument {
+	t.Helper()
+	y, err := graph.ParseYAML([]byte(src))
+	require.NoError(t, err)
+	return y
+}
+
+func TestCaptureDefaultAndOverride(t *testing.T) {
+	root := t.TempDir()
+	folder(t, root, "flows/tools/shared", "tools: [core.echo@1, core.sleep@1]\n", "Shared skill.\n")
+	folder(t, root, "flows/tools/report", "tools: [core.echo@1]\n", "Report skill.\n")
+	y := parse(t, agentDoc)
+	captured, issues := Capture(y.Document, y.JSON, filepath.Join(root, "flows"))
+	require.Empty(t, issues)
+	require.Equal(t, []Captured{
+		{Name: "shared", Path: "./tools/shared", Pointer: "/tools", Dir: filepath.Join(root, "flows/tools/shared")},
+		{Name: "report", Path: "./tools/report", Pointer: "/nodes/2/tools", Dir: filepath.Join(root, "flows/tools/report")},
+	}, captured)
+
+	doc := y.Document
+	require.Equal(t, "shared", doc.Tools)
+	require.Equal(t, "", doc.Nodes[1].Tools)
+	require.Equal(t, "report", doc.Nodes[2].Tools)
+	require.Equal(t, map[string]graph.Toolset{
+		"shared": {Tools: []string{"core.echo@1", "core.sleep@1"}, Skill: "Shared skill.\n"},
+		"report": {Tools: []string{"core.echo@1"}, Skill: "Report skill.\n"},
+	}, doc.Toolsets)
+
+	// The override wins over the default; the plain agent gets the default.
+	name, ts, ok := graph.EffectiveToolset(doc, doc.Nodes[2])
+	require.True(t, ok)
+	require.Equal(t, "report", name)
+	require.Equal(t, []string{"core.echo@1"}, ts.Tools)
+	name, _, ok = graph.EffectiveToolset(doc, doc.Nodes[1])
+	require.True(t, ok)
+	require.Equal(t, "shared", name)
+
+	// The captured document is what the server checks: it names only toolsets.
+	require.Empty(t, graph.EmptyToolsIssues(mustJSON(t, doc)))
+	for _, is := range graph.Validate(doc, nil) {
+		require.NotEqual(t, graph.CodeInvalidToolsPath, is.Code, "%v", is)
+	}
+}
+
+func TestCaptureIsDeterministicAndDeduplicates(t *testing.T) {
+	root := t.TempDir()
+	folder(t, root, "a/tools", "tools: [core.echo@1]\n", "A.")
+	folder(t, root, "b/tools", "tools: [core.sleep@1]\n", "B.")
+	src := strings.NewReplacer("./tools/shared", "a/tools", "./tools/report", "./b/tools").Replace(agentDoc)
+	// A third agent reaching the default folder through another spelling.
+	src = strings.Replace(src, "  - id: out\n", "  - id: again\n    kind: agent\n    tools: ../flows/a/tools/\n    agent: {key: x, revision: 1}\n    inputs: {in: any}\n    outputs: {out: any}\n  - id: out\n", 1)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "flows"), 0o755))
+	require.NoError(t, os.Rename(filepath.Join(root, "a"), filepath.Join(root, "flows", "a")))
+	require.NoError(t, os.Rename(filepath.Join(root, "b"), filepath.Join(root, "flows", "b")))
+
+	var first []byte
+	for range 3 {
+		y := parse(t, src)
+		_, issues := Capture(y.Document, y.JSON, filepath.Join(root, "flows"))
+		require.Empty(t, issues)
+		require.Equal(t, "tools", y.Document.Tools)
+		require.Equal(t, "tools-2", y.Document.Nodes[2].Tools)
+		require.Equal(t, "tools", y.Document.Nodes[3].Tools, "the same folder is one toolset")
+		require.Len(t, y.Document.Toolsets, 2)
+		b := mustJSON(t, y.Document)
+		if first == nil {
+			first = b
+		}
+		require.Equal(t, string(first), string(b))
+	}
+}
+
+func TestCaptureKeepsInlineNames(t *testing.T) {
+	root := t.TempDir()
+	folder(t, root, "tools/report", "tools: [core.echo@1]\n", "Report.")
+	src := strings.Replace(agentDoc, "tools: ./tools/shared\n", "tools: report\ntoolsets:\n  report: {tools: [core.sleep@1], skill: Inline.}\n", 1)
+	y := parse(t, src)
+	_, issues := Capture(y.Document, y.JSON, root)
+	require.Empty(t, issues)
+	require.Equal(t, "report", y.Document.Tools, "an inline name stays a name")
+	require.Equal(t, "report-2", y.Document.Nodes[2].Tools, "the folder gets a name of its own")
+	require.Equal(t, "Inline.", y.Document.Toolsets["report"].Skill)
+	require.Equal(t, "Report.", y.Document.Toolsets["report-2"].Skill)
+}
+
+func TestCaptureReportsEveryProblemAtItsPointer(t *testing.T) {
+	root := t.TempDir()
+	folder(t, root, "tools/blank", "tools: [core.echo@1]\n", "\n")
+	src := strings.NewReplacer(
+		"tools: ./tools/shared\n", "tools: ''\n",
+		"tools: ./tools/report\n", "tools: ./tools/missing\n",
+	).Replace(agentDoc)
+	src = strings.Replace(src, "    agent: {key: triage, revision: 1}\n", "    tools: file:///etc/tools\n    agent: {key: triage, revision: 1}\n", 1)
+	src = strings.Replace(src, "  - id: out\n", "  - id: third\n    kind: agent\n    tools: tools/blank\n    agent: {key: x, revision: 1}\n    inputs: {in: any}\n    outputs: {out: any}\n  - id: out\n", 1)
+	y := parse(t, src)
+	_, issues := Capture(y.Document, y.JSON, root)
+	got := map[string]string{}
+	for _, is := range issues {
+		require.Equal(t, graph.CodeInvalidToolsPath, is.Code)
+		got[is.Path] = is.Message
+	}
+	require.Len(t, got, 4, "%v", issues)
+	require.Contains(t, got["/tools"], "empty")
+	require.Contains(t, got["/nodes/1/tools"], "URL")
+	require.Contains(t, got["/nodes/2/tools"], "does not exist")
+	require.Contains(t, got["/nodes/2/tools"], `"./tools/missing"`)
+	require.Contains(t, got["/nodes/3/tools"], "SKILL.md is empty")
+}
+
+func TestCaptureReadsAgainEachTime(t *testing.T) {
+	// A folder is content: changing it changes the next capture (and the
+	// document's checksum), never a document already captured.
+	root := t.TempDir()
+	dir := folder(t, root, "tools/shared", "tools: [core.echo@1]\n", "First.")
+	folder(t, root, "tools/report", "tools: [core.echo@1]\n", "Report.")
+	y1 := parse(t, agentDoc)
+	_, issues := Capture(y1.Document, y1.JSON, root)
+	require.Empty(t, issues)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, SkillFile), []byte("Second."), 0o644))
+	y2 := parse(t, agentDoc)
+	_, issues = Capture(y2.Document, y2.JSON, root)
+	require.Empty(t, issues)
+	require.Equal(t, "First.", y1.Document.Toolsets["shared"].Skill)
+	require.Equal(t, "Second.", y2.Document.Toolsets["shared"].Skill)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
