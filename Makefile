@@ -15,6 +15,8 @@ FUZZ_TIME ?= 5s
 # Fuzz targets that must exist (package:Target). `make fuzz` runs every
 # Fuzz target it finds; naming these makes a renamed or deleted one fail
 # instead of being skipped silently.
+# Flags of the dev-server harness in `make bench` (go run ./cmd/weftbench -h).
+WEFTBENCH_FLAGS ?=
 FUZZ_EXPECTED := ./graph:FuzzDecode ./graph:FuzzValidate ./variables:FuzzTokenize
 
 .PHONY: help dev build test fuzz lint bench
@@ -62,5 +64,6 @@ lint: bin/staticcheck bin/workflowcheck ## gofmt check, go vet, staticcheck, wor
 	bin/staticcheck ./...
 	bin/workflowcheck ./workflows/...
 
-bench: bin/temporal ## run the Go benchmarks
+bench: bin/temporal ## Go benchmarks, then the harness against real dev servers (cmd/weftbench; docs/benchmarks.md)
 	$(GO) test ./... -run '^$$' -bench . -benchmem
+	$(GO) run ./cmd/weftbench $(WEFTBENCH_FLAGS)

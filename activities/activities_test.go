@@ -36,8 +36,8 @@ type setup struct {
 	extra   []catalog.Action
 	actions []catalog.Action // replaces the built-ins when set
 	// lazy, when set, builds the worker's actions from the bundle's store.
-	lazy func(*store.Store) []catalog.Action
-	agents  []graph.AgentContract
+	lazy   func(*store.Store) []catalog.Action
+	agents []graph.AgentContract
 	// edit changes the compiled revision before it is stored, to build
 	// revisions publication would refuse.
 	edit func(*graph.Compiled)

@@ -53,8 +53,7 @@ func countingBuiltins(st *store.Store, calls *atomic.Int64) []catalog.Action {
 func simBundle(t *testing.T, fixtures string) (*bundle, *atomic.Int64) {
 	t.Helper()
 	var calls atomic.Int64
-	var b *bundle
-	b = newBundle(t, simDoc, withAgent(botAgent), withLazyRegistry(func(st *store.Store) []catalog.Action {
+	b := newBundle(t, simDoc, withAgent(botAgent), withLazyRegistry(func(st *store.Store) []catalog.Action {
 		return countingBuiltins(st, &calls)
 	}))
 	run := store.Run{RunID: "run-1", TenantID: tenant, WorkflowKey: "wf", Checksum: b.checksum,

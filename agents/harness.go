@@ -640,8 +640,9 @@ func (a *attempt) call(ctx, actx context.Context, c *CallRecord) error {
 		c.LedgerKey = LedgerKey(j.RunID, j.NodeID, c.Ordinal)
 	}
 
-	started := a.event(execution.EventToolStarted, c.Ordinal, map[string]any{
-		"tool": c.Tool, "ordinal": c.Ordinal, "turn": c.Turn, "callId": c.CallID, "input": json.RawMessage(canon)})
+	startData := map[string]any{"tool": c.Tool, "ordinal": c.Ordinal, "turn": c.Turn, "callId": c.CallID, "inputBytes": len(canon)}
+	evidence(startData, "input", canon)
+	started := a.event(execution.EventToolStarted, c.Ordinal, startData)
 	if err := a.r.store.AppendEvents(ctx, j.TenantID, j.RunID, []execution.EventDraft{started}, nil); err != nil {
 		return fmt.Errorf("agents: append tool.started: %w", err)
 	}
@@ -689,10 +690,24 @@ func (a *attempt) call(ctx, actx context.Context, c *CallRecord) error {
 	}
 	bounded := BoundOutput(result)
 	c.Truncated = len(bounded) != len(compact(result)) || c.Truncated
-	return a.settle(ctx, c, CallCompleted, "", "", string(bounded), a.event(execution.EventToolCompleted, c.Ordinal, map[string]any{
-		"tool": c.Tool, "ordinal": c.Ordinal, "outputBytes": len(compact(result)), "truncated": c.Truncated,
-		"replayed": c.Replayed, "durationMs": a.r.now().Sub(begin).Milliseconds(), "output": json.RawMessage(bounded),
-	}))
+	doneData := map[string]any{"tool": c.Tool, "ordinal": c.Ordinal, "outputBytes": len(compact(result)), "truncated": c.Truncated,
+		"replayed": c.Replayed, "durationMs": a.r.now().Sub(begin).Milliseconds()}
+	evidence(doneData, "output", bounded)
+	return a.settle(ctx, c, CallCompleted, "", "", string(bounded), a.event(execution.EventToolCompleted, c.Ordinal, doneData))
+}
+
+// maxEvidenceValueBytes bounds a tool input or output copied into event
+// data, so the event's own fields always survive the store's 8 KiB bound.
+const maxEvidenceValueBytes = 4 << 10
+
+// evidence puts value into data[field] when it is small; a larger one is
+// left out and data[field+"Omitted"] says so (the event carries its size).
+func evidence(data map[string]any, field string, value json.RawMessage) {
+	if len(value) <= maxEvidenceValueBytes {
+		data[field] = value
+		return
+	}
+	data[field+"Omitted"] = true
 }
 
 // callIndexInTurn is c's position among its turn's calls.

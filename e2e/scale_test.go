@@ -104,6 +104,16 @@ func TestTwoHundredNodesAndForcedContinueAsNew(t *testing.T) {
 	res := e.do(http.MethodGet, fmt.Sprintf("/v1/workflows/wide/revisions/%d", rev), e.token, nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Len(t, res.JSON(t)["graph"].(map[string]any)["nodes"], 200)
+	// Publication estimated the worst-case history (nodes x attempts): 16
+	// overhead + 2 inline nodes + 100 activities x 7 + 98 local x 5; dry-run
+	// reports it too, well within one execution.
+	require.EqualValues(t, 1208, res.JSON(t)["estimatedHistoryEvents"])
+	dry := e.do(http.MethodPost, "/v1/workflows/wide/dry-run", e.token, map[string]any{})
+	require.Equal(t, http.StatusOK, dry.Status, "%s", dry.Body)
+	require.EqualValues(t, 1208, dry.JSON(t)["estimatedHistoryEvents"])
+	history := dry.JSON(t)["history"].(map[string]any)
+	require.Equal(t, false, history["continueAsNew"])
+	require.EqualValues(t, 198, history["maxPendingActivities"]) // all but input and output
 	small := map[string]any{"n": float64(1)}
 	// 8 KiB per value: some 200 resolved ports would carry 1.6 MB inline
 	// across continue-as-new; they must travel as references instead.

@@ -141,7 +141,10 @@ func normalizedDocument(doc *Document, order []string, index map[string]int) Doc
 		out.Nodes = []Node{}
 	}
 	slices.SortFunc(out.Edges, func(x, y Edge) int {
-		return cmp.Or(strings.Compare(x.From, y.From), strings.Compare(x.To, y.To))
+		if c := strings.Compare(x.From, y.From); c != 0 {
+			return c
+		}
+		return strings.Compare(x.To, y.To)
 	})
 	return out
 }

@@ -151,7 +151,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 func (r *Reconciler) reconcileRun(ctx context.Context, run store.ActiveRun) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, describeTimeout)
 	defer cancel()
-	desc, err := r.temporal.DescribeWorkflowExecution(ctx, run.WorkflowID, "")
+	desc, err := r.temporal.DescribeWorkflow(ctx, run.WorkflowID, "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return false, nil // never started: the starter's sweeper starts it
@@ -159,7 +159,10 @@ func (r *Reconciler) reconcileRun(ctx context.Context, run store.ActiveRun) (boo
 	if err != nil {
 		return false, fmt.Errorf("describe workflow %s: %w", run.WorkflowID, err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	if desc == nil || desc.RawResponse == nil {
+		return false, fmt.Errorf("describe workflow %s: empty answer", run.WorkflowID)
+	}
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	status := info.GetStatus()
 	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED,

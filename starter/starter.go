@@ -72,7 +72,8 @@ type Deps struct {
 	Logger    *slog.Logger
 	// Resolver builds the dependency snapshot a simulated draft is compiled
 	// against; pass the API's, so a draft compiles here exactly as it
-	// would publish. Nil resolves the built-in actions and no agents.
+	// would publish. Nil uses the store for agents and published actions,
+	// as api.New does.
 	Resolver *catalog.Resolver
 }
 
@@ -97,6 +98,10 @@ func New(d Deps) (*Starter, error) {
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
+	}
+	if d.Resolver == nil {
+		// What api.New defaults to: drafts compile here as they publish there.
+		d.Resolver = &catalog.Resolver{Agents: d.Store, Actions: d.Store}
 	}
 	return &Starter{
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,

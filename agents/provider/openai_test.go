@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -259,9 +260,9 @@ func TestOpenAIServerErrorsRefusalsAndScrubbing(t *testing.T) {
 func TestOpenAITimeoutsHonourTheContext(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	f := &fakeOpenAI{answer: func(_ int, _ map[string]any, w http.ResponseWriter) { <-release }}
 	p := newProvider(t, f, provider.OpenAIConfig{})
+	t.Cleanup(func() { close(release) }) // before the server's Close, which waits for handlers
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -297,7 +298,7 @@ func TestParsePrices(t *testing.T) {
 func TestSimPlaysScriptThenAnswers(t *testing.T) {
 	t.Parallel()
 	script := &provider.SimScript{ToolCalls: []provider.SimToolCall{{Tool: "core.echo@1", Input: json.RawMessage(`{ "a" : 1 }`)}, {Tool: "x.y@2"}}}
-	req := provider.Request{Messages: request.Messages[:2], Sim: script,
+	req := provider.Request{Messages: slices.Clone(request.Messages[:2]), Sim: script,
 		OutputSchema: json.RawMessage(`{"type":"object","required":["summary"],"properties":{"summary":{"type":"string"}}}`)}
 	r1, err := provider.Sim{}.Turn(context.Background(), req)
 	require.NoError(t, err)

@@ -201,6 +201,8 @@ func toolDetail(ev client.Event) string {
 		tool = d.Name
 	}
 	switch {
+	case d.Message != "" && strings.HasPrefix(d.Message, tool):
+		return d.Reason + " " + d.Message
 	case d.Message != "":
 		return fmt.Sprintf("%s: %s %s", tool, d.Reason, d.Message)
 	case d.DurationMs != nil:
