@@ -74,6 +74,9 @@ func Register(r worker.ActivityRegistry, d Deps) {
 	local := &LocalNodeActivities{revisions: revs, values: vals}
 	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger,
 		fixtures: newFixtureCache(d.Store, DefaultFixtureCacheSize), agents: d.Agents}
+	if d.Store != nil {
+		nodes.revocations = d.Store
+	}
 
 	r.RegisterActivityWithOptions(plans.LoadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
 	r.RegisterActivityWithOptions(loggedAppends(events.AppendEvents, d.Logger), activity.RegisterOptions{Name: execution.ActivityAppendEvents})

@@ -33,6 +33,9 @@ type NodeActivities struct {
 	// agents runs live agent and agent-decision nodes (agent.go); nil
 	// refuses them with AGENT_UNAVAILABLE.
 	agents *agents.Runtime
+	// revocations narrows a service actor's snapshot before every live
+	// attempt (revocations.go); nil applies none.
+	revocations revocationSource
 }
 
 // RunNode (execution.ActivityRunNode) runs one attempt of an action node:
@@ -40,8 +43,10 @@ type NodeActivities struct {
 //  1. the pinned contract must have risk read or workspace-write and be
 //     registered on this worker with the same content hash
 //     (ACTION_UNAVAILABLE otherwise);
-//  2. the run's permission snapshot must hold every permission the node
-//     needs (PERMISSION_DENIED listing the missing ones);
+//  2. the run's permission snapshot (a service actor's minus the scopes
+//     revoked from its creator since, read for every attempt) must hold
+//     every permission the node needs (PERMISSION_DENIED listing the
+//     missing ones);
 //  3. the call input is built from the mapping (MAPPING_UNRESOLVED) and
 //     validated against the contract's inputSchema (SCHEMA_VIOLATION);
 //  4. the handler runs with a deadline of the node timeout, heartbeating
@@ -59,6 +64,10 @@ func (a *NodeActivities) RunNode(ctx context.Context, in execution.NodeInput) (e
 	}
 	rev, n, err := a.revisions.node(ctx, in)
 	if err != nil {
+		return execution.NodeResult{}, err
+	}
+	// Action and agent nodes alike check, and pass on, what the run may still do.
+	if in, err = withRevocations(ctx, a.revocations, in); err != nil {
 		return execution.NodeResult{}, err
 	}
 	switch n.Kind {

@@ -50,7 +50,12 @@ func observed(run nodeRunner, obs NodeObserver, log *slog.Logger) nodeRunner {
 		if errors.As(err, &appErr) {
 			attrs = append(attrs, "errorType", appErr.Type())
 		}
-		log.Warn("node attempt finished", append(attrs, "err", err)...)
+		attrs = append(attrs, "err", err)
+		if outcome == outcomeCancelled { // an operator's or the run's decision, not a fault
+			log.Info("node attempt finished", attrs...)
+		} else {
+			log.Warn("node attempt finished", attrs...)
+		}
 		return res, err
 	}
 }
@@ -79,7 +84,10 @@ func loggedAppends(appendEvents appendRunner, log *slog.Logger) appendRunner {
 		if err == nil && in.Run != nil {
 			attrs := []any{"run", in.RunID, "tenant", in.TenantID, "status", in.Run.Status}
 			if in.Run.Error != nil {
-				attrs = append(attrs, "errorCode", in.Run.Error.Code, "errorNode", in.Run.Error.NodeID)
+				attrs = append(attrs, "errorCode", in.Run.Error.Code)
+				if in.Run.Error.NodeID != "" {
+					attrs = append(attrs, "errorNode", in.Run.Error.NodeID)
+				}
 			}
 			log.Info("run status", attrs...)
 		}

@@ -475,7 +475,7 @@ func TestResumedAttemptNeverRepeatsSettledWork(t *testing.T) {
 	require.Equal(t, []string{
 		"tool.started 1 test.write@1", "tool.completed 1 test.write@1",
 		"tool.started 2 workspace.notes.write@1", "tool.completed 2 workspace.notes.write@1",
-		"tool.started 3 test.block@1", // attempt 1, cut short
+		"tool.started 3 test.block@1",                                  // attempt 1, cut short
 		"tool.started 3 test.block@1", "tool.completed 3 test.block@1", // attempt 2
 	}, h.toolEvents())
 	var attempts []int

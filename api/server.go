@@ -62,13 +62,13 @@ func New(d Deps) *echo.Echo {
 	if d.Store != nil {
 		// The store is where agents live: it resolves agent revisions and
 		// published actions for publication, and agent.name for templates.
-		if d.Resolver == nil {
-			d.Resolver = &catalog.Resolver{Agents: d.Store, Actions: d.Store}
-		}
 		if d.Variables == nil {
 			if reg, err := variables.Builtin(d.Store); err == nil {
 				d.Variables = reg
 			}
+		}
+		if d.Resolver == nil {
+			d.Resolver = catalog.NewResolver(d.Store, d.Variables)
 		}
 	}
 	s := &Server{deps: d, log: d.Logger}

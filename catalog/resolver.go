@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/variables"
+	"github.com/weftworks/weft/variables/graphcheck"
 )
 
 // AgentSource loads the agent revisions a document names. It is the seam for
@@ -44,6 +46,25 @@ type Resolver struct {
 	// until the variables registry offers a graph.TemplateChecker; without it
 	// templates are checked for syntax and bindings only.
 	Templates graph.TemplateChecker
+}
+
+// Store is what the production resolver reads: the tenant's agents and the
+// published action contracts (store.Store implements both).
+type Store interface {
+	AgentSource
+	ActionSource
+}
+
+// NewResolver is the production resolver: built-in and published actions,
+// the tenant's agent revisions, and mapping templates checked against vars
+// (UNKNOWN_VARIABLE, and the scopes templates need). The API and the starter
+// both use it, so a draft simulates exactly as it would publish.
+func NewResolver(st Store, vars *variables.Registry) *Resolver {
+	r := &Resolver{Agents: st, Actions: st}
+	if vars != nil {
+		r.Templates = graphcheck.New(vars)
+	}
+	return r
 }
 
 // Options returns the validation hooks every validation, dry-run and

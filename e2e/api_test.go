@@ -205,6 +205,40 @@ func TestRepeatAfterNewerPublishReturnsTheBoundRun(t *testing.T) {
 	require.EqualValues(t, 2, fresh.JSON(t)["revision"])
 }
 
+// TestRepeatIsAnsweredBeforeTheNewerRevisionIsChecked: a repeated key is
+// answered by its binding, even once a newer revision's schema refuses its
+// input or its nodes need a scope the caller lacks.
+func TestRepeatIsAnsweredBeforeTheNewerRevisionIsChecked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish("items", itemGraph)
+	input := map[string]any{"id": "abcdef"}
+	first := e.enqueue("items", input, "k")
+	require.Equal(t, http.StatusAccepted, first.Status, "%s", first.Body)
+	runID := first.JSON(t)["runId"]
+
+	require.Equal(t, 2, e.publish("items", strings.Replace(itemGraph, `"minLength": 1`, `"minLength": 1, "maxLength": 3`, 1)))
+	fresh := e.enqueue("items", input, "k-new")
+	require.Equal(t, "INVALID_INPUT", fresh.Code(t), "r2 refuses the input")
+	again := e.enqueue("items", input, "k")
+	require.Equal(t, http.StatusOK, again.Status, "%s", again.Body)
+	require.Equal(t, runID, again.JSON(t)["runId"])
+	require.EqualValues(t, 1, again.JSON(t)["revision"])
+	other := e.enqueue("items", map[string]any{"id": "abcdefg"}, "k")
+	require.Equal(t, "IDEMPOTENCY_CONFLICT", other.Code(t), "other input under the key conflicts before validation")
+
+	require.Equal(t, 3, e.publish("items", notesGraph))
+	limited := e.mint(e.tenant, "alice", auth.ScopeRunsExecute)
+	body := map[string]any{"input": input, "idempotencyKey": "k-perm"}
+	denied := e.do(http.MethodPost, "/v1/workflows/items/runs", limited, body)
+	require.Equal(t, "PERMISSION_DENIED", denied.Code(t), "r3 needs notes.write")
+	body["idempotencyKey"] = "k"
+	again = e.do(http.MethodPost, "/v1/workflows/items/runs", limited, body)
+	require.Equal(t, http.StatusOK, again.Status, "%s", again.Body)
+	require.Equal(t, runID, again.JSON(t)["runId"])
+	require.EqualValues(t, 1, again.JSON(t)["revision"])
+}
+
 func TestRunReadsAreTenantIsolatedAndScoped(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -56,6 +56,27 @@ func hugeGraph() string {
 	return `{"schemaVersion": 1, "nodes": [` + strings.Join(nodes, ", ") + `], "edges": [` + strings.Join(edges, ", ") + `]}`
 }
 
+// fanInGraph: eight echoes of the input feed a merge and an action with
+// eight input ports each; their results are merged and returned.
+func fanInGraph() string {
+	nodes := []string{`{"id": "in", "kind": "input", "outputs": {"out": "any"}}`}
+	var edges, ports, mapping []string
+	for i := range 8 {
+		nodes = append(nodes, fmt.Sprintf(`{"id": "a%d", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}}`, i))
+		edges = append(edges, fmt.Sprintf(`{"from": "in.out", "to": "a%d.in"}`, i),
+			fmt.Sprintf(`{"from": "a%d.out", "to": "join.p%d"}`, i, i), fmt.Sprintf(`{"from": "a%d.out", "to": "pack.p%d"}`, i, i))
+		ports = append(ports, fmt.Sprintf(`"p%d": "any"`, i))
+		mapping = append(mapping, fmt.Sprintf(`"p%d": {"pointer": "/p%d"}`, i, i))
+	}
+	nodes = append(nodes,
+		`{"id": "join", "kind": "merge", "inputs": {`+strings.Join(ports, ", ")+`}, "outputs": {"out": "any"}}`,
+		`{"id": "pack", "kind": "action", "inputs": {`+strings.Join(ports, ", ")+`}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}, "mapping": {`+strings.Join(mapping, ", ")+`}}`,
+		`{"id": "fin", "kind": "merge", "inputs": {"join": "any", "pack": "any"}, "outputs": {"out": "any"}}`,
+		`{"id": "out", "kind": "output", "inputs": {"in": "any"}}`)
+	edges = append(edges, `{"from": "join.out", "to": "fin.join"}`, `{"from": "pack.out", "to": "fin.pack"}`, `{"from": "fin.out", "to": "out.in"}`)
+	return `{"schemaVersion": 1, "nodes": [` + strings.Join(nodes, ", ") + `], "edges": [` + strings.Join(edges, ", ") + `]}`
+}
+
 // mibInput is an input of exactly 1 MiB of JSON (the enqueue limit).
 func mibInput() map[string]string {
 	return map[string]string{"blob": strings.Repeat("x", 1<<20-len(`{"blob":""}`))}
@@ -205,5 +226,39 @@ func TestOversizedValueFailsTheNodeAtOnce(t *testing.T) {
 
 	largest, _, _ := e.largestHistoryPayload(v.Temporal.WorkflowID)
 	require.LessOrEqual(t, largest, maxHistoryPayload, "a history payload of %d bytes", largest)
+	e.checkChain(id)
+}
+
+// TestWideNodeInputsStayOutOfHistory: eight 20 KiB values meet in a merge
+// and in an action with eight input ports. Each is under the 32 KiB inline
+// limit, but together (160 KiB) they would be one activity input recorded
+// in the history; the interpreter claim-checks them first.
+func TestWideNodeInputsStayOutOfHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker()
+	e.publish("fanin", fanInGraph())
+	blob := strings.Repeat("x", 20<<10-len(`{"blob":""}`))
+	id := e.run("fanin", map[string]string{"blob": blob})
+	v := e.wait(id, 60*time.Second)
+	require.Equal(t, execution.StatusSucceeded, v.Status, "error: %+v events: %v", v.Error, e.eventTypes(id))
+
+	var out struct {
+		Join map[string]map[string]string `json:"join"`
+		Pack map[string]map[string]string `json:"pack"`
+	}
+	require.NoError(t, json.Unmarshal(v.Output, &out))
+	require.Len(t, out.Join, 8)
+	require.Len(t, out.Pack, 8)
+	for i := range 8 {
+		p := fmt.Sprintf("p%d", i)
+		require.Equal(t, blob, out.Join[p]["blob"], "join.%s", p)
+		require.Equal(t, blob, out.Pack[p]["blob"], "pack.%s", p)
+	}
+
+	largest, count, _ := e.largestHistoryPayload(v.Temporal.WorkflowID)
+	require.NotZero(t, count)
+	require.LessOrEqual(t, largest, maxHistoryPayload, "a history payload of %d bytes", largest)
+	t.Logf("history: %d payloads, largest %d bytes", count, largest)
 	e.checkChain(id)
 }

@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
@@ -28,7 +27,6 @@ import (
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
-	"github.com/weftworks/weft/workflows"
 )
 
 // helperWorkerEnv selects the worker entry point when the test binary is
@@ -63,7 +61,7 @@ func runHelperWorker() int {
 	if err != nil {
 		return fail(err)
 	}
-	w, err := newWorker(tc, st, cfg.TaskQueue, logger)
+	w, err := newWorker(tc, st, cfg, logger)
 	if err != nil {
 		return fail(err)
 	}
@@ -73,26 +71,14 @@ func runHelperWorker() int {
 	return 0
 }
 
-// newWorker builds a worker on queue with production's options and
-// registrations: the interpreter and the activities with real dependencies.
-func newWorker(tc client.Client, st *store.Store, queue string, logger *slog.Logger) (sdkworker.Worker, error) {
-	actions, err := catalog.NewRegistry(catalog.Builtins(catalog.BuiltinDeps{Notes: st})...)
-	if err != nil {
+// newWorker builds a worker on cfg.TaskQueue exactly as production does:
+// worker.Options, and worker.Register for the interpreter and every
+// activity with its real dependencies.
+func newWorker(tc client.Client, st *store.Store, cfg config.Config, logger *slog.Logger) (sdkworker.Worker, error) {
+	w := sdkworker.New(tc, cfg.TaskQueue, worker.Options(logger))
+	if err := worker.Register(w, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger}); err != nil {
 		return nil, err
 	}
-	opts := worker.Options(logger)
-	if opts.MaxHeartbeatThrottleInterval == 0 {
-		// The SDK sends heartbeats at most every 0.8 x heartbeat timeout
-		// (24 s for a 30 s timeout), and an activity learns of its
-		// cancellation only from a heartbeat response, so cancellation
-		// would reach core.sleep after it finished. Production options must
-		// lower this: TestWorkerOptionsDeliverCancellationPromptly fails
-		// until they do; the graph tests here exercise the interpreter.
-		opts.MaxHeartbeatThrottleInterval = cancelDeliveryBound
-	}
-	w := sdkworker.New(tc, queue, opts)
-	workflows.Register(w)
-	activities.Register(w, activities.Deps{Store: st, Actions: actions, Logger: logger})
 	return w, nil
 }
 
@@ -139,11 +125,14 @@ func newEnv(t *testing.T) *env {
 	e.cfg.TemporalUIURL = "http://ui.test"
 	e.keys, err = auth.NewKeys(jwtSecret)
 	require.NoError(t, err)
+	// What api.New and starter.New default to in production: one resolver,
+	// so a simulated draft compiles exactly as it would publish.
+	resolver := &catalog.Resolver{Agents: st, Actions: st}
 	e.starter, err = starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: e.queue,
-		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log})
+		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log, Resolver: resolver})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(api.New(api.Deps{Config: e.cfg, Store: st, Keys: e.keys, Temporal: tc,
-		Starter: e.starter, Resolver: &catalog.Resolver{}, Logger: e.log}))
+		Starter: e.starter, Resolver: resolver, Logger: e.log}))
 	t.Cleanup(e.srv.Close)
 	e.token = e.mint(e.tenant, "alice", auth.AllScopes...)
 	return e
@@ -153,7 +142,7 @@ func newEnv(t *testing.T) *env {
 // exactly what production registers.
 func (e *env) startWorker() sdkworker.Worker {
 	e.t.Helper()
-	w, err := newWorker(e.tc, e.st, e.queue, e.log)
+	w, err := newWorker(e.tc, e.st, e.cfg, e.log)
 	require.NoError(e.t, err)
 	require.NoError(e.t, w.Start())
 	e.t.Cleanup(w.Stop)

@@ -31,6 +31,7 @@ import (
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
 )
 
 // Codes the starter adds to failure's shared set.
@@ -101,7 +102,11 @@ func New(d Deps) (*Starter, error) {
 	}
 	if d.Resolver == nil {
 		// What api.New defaults to: drafts compile here as they publish there.
-		d.Resolver = &catalog.Resolver{Agents: d.Store, Actions: d.Store}
+		vars, err := variables.Builtin(d.Store)
+		if err != nil {
+			return nil, fmt.Errorf("starter: variables: %w", err)
+		}
+		d.Resolver = catalog.NewResolver(d.Store, vars)
 	}
 	return &Starter{
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,
@@ -155,6 +160,13 @@ type Accepted struct {
 // finds the run the key already started) and starts the interpreter
 // workflow. A failed start is logged and left to the sweeper: the run is
 // durable once the row commits, so the caller still gets the run id.
+//
+// A key that is already bound is answered from its binding before the
+// revision, the input schema or the permissions are looked at: the repeat
+// asks for the run the key started, and a revision published since (whose
+// schema might refuse the input, or whose nodes might need scopes the
+// caller lacks) must not turn it into a refusal. sameRequest decides
+// whether it is the same request; otherwise it is IDEMPOTENCY_CONFLICT.
 func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepted, error) {
 	if err := checkTrusted(tc); err != nil {
 		return Accepted{}, err
@@ -169,6 +181,18 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	}
 	if len(input) > MaxInputBytes {
 		return Accepted{}, failure.New(failure.CodeDocumentTooLarge, "input exceeds %d bytes", MaxInputBytes)
+	}
+	hash, err := InputHash(input)
+	if err != nil {
+		// e.g. a lone UTF-16 surrogate escape, which RFC 8785 (I-JSON) forbids.
+		return Accepted{}, failure.Wrap(err, failure.CodeInvalidInput, "input cannot be canonicalized (RFC 8785): it is not I-JSON")
+	}
+	bound, ok, err := s.store.BoundRun(ctx, tc.TenantID, req.WorkflowKey, req.IdempotencyKey)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("starter: look up idempotency binding: %w", err)
+	}
+	if ok {
+		return s.repeat(ctx, bound, hash, mode, req, tc)
 	}
 
 	var rev store.Revision
@@ -195,15 +219,11 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	} else if fx, err = checkFixtures(compiled, req.Fixtures); err != nil {
 		return Accepted{}, err
 	}
-	hash, err := InputHash(input)
-	if err != nil {
-		// e.g. a lone UTF-16 surrogate escape, which RFC 8785 (I-JSON) forbids.
-		return Accepted{}, failure.Wrap(err, failure.CodeInvalidInput, "input cannot be canonicalized (RFC 8785): it is not I-JSON")
-	}
 
 	run := store.Run{
 		RunID:         uuid.NewString(),
 		TenantID:      tc.TenantID,
+		TenantName:    tc.TenantName,
 		WorkflowKey:   req.WorkflowKey,
 		Revision:      rev.Revision, // 0 for a simulated draft
 		DraftRevision: req.DraftRevision,
@@ -223,20 +243,33 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 		return Accepted{}, fmt.Errorf("starter: create run: %w", err)
 	}
 	if !created {
-		if err := sameRequest(bound, hash, mode, req); err != nil {
-			return Accepted{}, err
-		}
+		// A concurrent enqueue bound the key between BoundRun and here.
+		return s.repeat(ctx, bound, hash, mode, req, tc)
 	}
-	// Issue the start even for an existing binding: if the first start
-	// failed, this repeat is what starts the run; if it succeeded, the
-	// policies make this a no-op.
-	if err := s.start(ctx, bound, tc.TenantName); err != nil {
+	return s.issue(ctx, bound, tc, true), nil
+}
+
+// repeat answers an enqueue whose idempotency key is already bound: the
+// bound run (Created=false) when it asks for the same thing, else
+// IDEMPOTENCY_CONFLICT.
+func (s *Starter) repeat(ctx context.Context, bound store.Run, hash string, mode execution.Mode, req Request, tc Trusted) (Accepted, error) {
+	if err := sameRequest(bound, hash, mode, req); err != nil {
+		return Accepted{}, err
+	}
+	return s.issue(ctx, bound, tc, false), nil
+}
+
+// issue starts a bound run and answers for it. The start is issued even
+// for an existing binding: if the first start failed, this repeat is what
+// starts the run; if it succeeded, the policies make this a no-op.
+func (s *Starter) issue(ctx context.Context, bound store.Run, tc Trusted, created bool) Accepted {
+	if err := s.start(ctx, bound); err != nil {
 		s.log.Warn("start failed; the sweeper will retry", "run", bound.RunID, "workflowId", bound.WorkflowID, "err", err)
 	}
 	s.log.Info("run enqueued", "run", bound.RunID, "workflowId", bound.WorkflowID, "tenant", bound.TenantID,
 		"workflowKey", bound.WorkflowKey, "revision", bound.Revision, "mode", bound.Mode, "origin", tc.Origin.Kind,
 		"actor", tc.Actor.Sub, "created", created)
-	return Accepted{RunID: bound.RunID, Status: bound.Status, Revision: bound.Revision, Checksum: bound.Checksum, Created: created}, nil
+	return Accepted{RunID: bound.RunID, Status: bound.Status, Revision: bound.Revision, Checksum: bound.Checksum, Created: created}
 }
 
 // checkTrusted catches wiring mistakes: a trusted context without tenant,
@@ -352,18 +385,17 @@ func sameRequest(bound store.Run, hash string, mode execution.Mode, req Request)
 
 // start issues the Temporal start for a run row. The options are the whole
 // idempotency story on the Temporal side: USE_EXISTING returns the running
-// workflow, REJECT_DUPLICATE refuses to run a closed one again.
-//
-// tenantName feeds the context.tenantName variable; the run row does not
-// keep it, so a sweeper start passes "".
-func (s *Starter) start(ctx context.Context, run store.Run, tenantName string) error {
+// workflow, REJECT_DUPLICATE refuses to run a closed one again. Everything
+// in the parameters comes from the row (the tenant name included), so
+// every start of a run, the sweeper's too, passes the same ones.
+func (s *Starter) start(ctx context.Context, run store.Run) error {
 	input, err := s.inputValue(ctx, run)
 	if err != nil {
 		return err
 	}
 	params := execution.RunParams{
 		TenantID:    run.TenantID,
-		TenantName:  tenantName,
+		TenantName:  run.TenantName,
 		RunID:       run.RunID,
 		WorkflowKey: run.WorkflowKey,
 		Revision:    run.Revision,
@@ -449,7 +481,7 @@ func (s *Starter) Sweep(ctx context.Context) (int, error) {
 	}
 	var errs []error
 	for _, r := range runs {
-		if err := s.start(ctx, r, ""); err != nil {
+		if err := s.start(ctx, r); err != nil {
 			errs = append(errs, fmt.Errorf("run %s: %w", r.RunID, err))
 			continue
 		}
@@ -508,7 +540,7 @@ func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by executi
 		// Never started: start it so the cancellation goes through the
 		// interpreter like any other (it sees the request before running a
 		// node and records the cancelled outcome in the event log).
-		if err := s.start(ctx, run, ""); err != nil {
+		if err := s.start(ctx, run); err != nil {
 			return failure.Wrap(err, failure.CodeUnavailable, "run %s could not be reached to cancel it", run.RunID)
 		}
 		err = s.cancel(ctx, run.WorkflowID, reason)

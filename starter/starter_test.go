@@ -439,6 +439,11 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sweeper's start passes what the enqueue would have: the tenant
+	// name comes from the run row.
+	if p := startedParams(t, b.tc, wid); p.RunID != acc.RunID || p.TenantName != "Tenant "+b.t1 {
+		t.Fatalf("swept start params = %+v", p)
+	}
 	run, _ := b.st.GetRun(ctx, b.t1, acc.RunID)
 	if run.TemporalRunID != desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
 		t.Fatal("sweeper did not record the Temporal run id")
@@ -580,5 +585,73 @@ func TestWorkflowIDAndInputHash(t *testing.T) {
 	h3, _ := InputHash(json.RawMessage(`{"a":"y","b":[1,2]}`))
 	if h1 != h2 || h1 == h3 {
 		t.Fatalf("hashes %s %s %s", h1, h2, h3)
+	}
+}
+
+// startedParams decodes the RunParams a workflow was started with.
+func startedParams(t *testing.T, tc client.Client, workflowID string) execution.RunParams {
+	t.Helper()
+	hist := tc.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	ev, err := hist.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p execution.RunParams
+	if err := json.Unmarshal(ev.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0].GetData(), &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRepeatIsAnsweredByItsBindingFirst: a bound key answers with its run
+// before the (newer) revision's schema or permissions are consulted.
+func TestRepeatIsAnsweredByItsBindingFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	input := json.RawMessage(`{"id":"abcdef"}`)
+	first, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: input, IdempotencyKey: "k"}, trusted(b.t1))
+	if err != nil || !first.Created {
+		t.Fatalf("first = %+v, %v", first, err)
+	}
+
+	// r2's schema refuses the original input: a new key is INVALID_INPUT,
+	// the bound key is still its run.
+	publish(t, b.st, b.t1, "items", strings.Replace(itemGraph, `"minLength": 1`, `"minLength": 1, "maxLength": 3`, 1))
+	_, err = b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: input, IdempotencyKey: "k-new"}, trusted(b.t1))
+	wantCode(t, err, failure.CodeInvalidInput)
+	again, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: input, IdempotencyKey: "k"}, trusted(b.t1))
+	if err != nil {
+		t.Fatalf("repeat after a stricter publish: %v", err)
+	}
+	if again.Created || again.RunID != first.RunID || again.Revision != 1 || again.Checksum != first.Checksum {
+		t.Fatalf("again = %+v, first = %+v", again, first)
+	}
+	// Other input under the bound key is a conflict, even where r2 would
+	// refuse it too.
+	_, err = b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"abcdefg"}`), IdempotencyKey: "k"}, trusted(b.t1))
+	wantCode(t, err, failure.CodeIdempotencyConflict)
+	_, err = b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: input, IdempotencyKey: "k", Mode: execution.ModeSimulation}, trusted(b.t1))
+	wantCode(t, err, failure.CodeIdempotencyConflict)
+
+	// r3 needs notes.write, which the caller lacks: a new key is
+	// PERMISSION_DENIED, the bound key is still its run.
+	publish(t, b.st, b.t1, "items", notesGraph)
+	_, err = b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: input, IdempotencyKey: "k-perm"}, trusted(b.t1, "runs.execute"))
+	wantCode(t, err, failure.CodePermissionDenied)
+	again, err = b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: input, IdempotencyKey: "k"}, trusted(b.t1, "runs.execute"))
+	if err != nil {
+		t.Fatalf("repeat after a publish needing a new permission: %v", err)
+	}
+	if again.Created || again.RunID != first.RunID || again.Revision != 1 {
+		t.Fatalf("again = %+v", again)
+	}
+	if got := countRuns(t, b.st); got != 1 {
+		t.Fatalf("%d run rows", got)
+	}
+	// The repeat reissued the start of the bound run: still its one workflow.
+	if p := startedParams(t, b.tc, WorkflowID(b.t1, "items", "k")); p.RunID != first.RunID || p.Revision != 1 {
+		t.Fatalf("started params = %+v", p)
 	}
 }

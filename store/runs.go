@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,8 +16,12 @@ import (
 // Run is one row of runs: what was enqueued, by whom, and the projection of
 // its event log (status, output, error, timestamps).
 type Run struct {
-	RunID         string
-	TenantID      string
+	RunID    string
+	TenantID string
+	// TenantName is the tenant's display name at enqueue: every start of
+	// the run (the enqueue's, the sweeper's) passes it as
+	// RunParams.TenantName for context.tenantName.
+	TenantName    string
 	WorkflowKey   string
 	Revision      int
 	DraftRevision *int
@@ -66,14 +71,14 @@ const (
 )
 
 // runColumns is the column list every run query scans with scanRun.
-const runColumns = `run_id, tenant_id, workflow_key, revision, draft_revision, checksum, mode, status,
+const runColumns = `run_id, tenant_id, tenant_name, workflow_key, revision, draft_revision, checksum, mode, status,
 	input, input_hash, output, error, origin, actor, permissions, fixtures, workflow_id,
 	COALESCE(temporal_run_id, ''), usage, created_at, started_at, finished_at`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
 	var origin, actor []byte
-	err := row.Scan(&r.RunID, &r.TenantID, &r.WorkflowKey, &r.Revision, &r.DraftRevision, &r.Checksum,
+	err := row.Scan(&r.RunID, &r.TenantID, &r.TenantName, &r.WorkflowKey, &r.Revision, &r.DraftRevision, &r.Checksum,
 		&r.Mode, &r.Status, &r.Input, &r.InputHash, &r.Output, &r.Error, &origin, &actor,
 		&r.Permissions, &r.Fixtures, &r.WorkflowID, &r.TemporalRunID, &r.Usage,
 		&r.CreatedAt, &r.StartedAt, &r.FinishedAt)
@@ -158,11 +163,11 @@ func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (ru
 		}
 		run, err = scanRun(tx.QueryRow(ctx, `
 			INSERT INTO runs (run_id, tenant_id, workflow_key, revision, draft_revision, checksum, mode, status,
-				input, input_hash, origin, actor, permissions, fixtures, workflow_id, usage)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12, $13, $14, $15)
+				input, input_hash, origin, actor, permissions, fixtures, workflow_id, usage, tenant_name)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12, $13, $14, $15, $16)
 			RETURNING `+runColumns,
 			r.RunID, r.TenantID, r.WorkflowKey, r.Revision, r.DraftRevision, r.Checksum, r.Mode,
-			[]byte(r.Input), r.InputHash, origin, actor, perms, nullJSON(r.Fixtures), r.WorkflowID, []byte(usage)))
+			[]byte(r.Input), r.InputHash, origin, actor, perms, nullJSON(r.Fixtures), r.WorkflowID, []byte(usage), r.TenantName))
 		if isUnstorableJSON(err) {
 			return failure.Wrap(err, failure.CodeInvalidInput, "the run input cannot be stored: %s", pgMessage(err))
 		}
@@ -178,15 +183,36 @@ func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (ru
 	if created {
 		return run, true, nil
 	}
+	run, ok, err := s.BoundRun(ctx, r.TenantID, r.WorkflowKey, idempotencyKey)
+	if err != nil {
+		return Run{}, false, err
+	}
+	if !ok {
+		// The claim above conflicted with a committed binding, whose run
+		// commits with it: unreachable unless the row was deleted since.
+		return Run{}, false, fmt.Errorf("store: read bound run: %w", failure.ErrNotFound)
+	}
+	return run, false, nil
+}
+
+// BoundRun returns the run an idempotency key (tenant, workflow key, key)
+// already started, with ok=false when the key is not bound. The starter
+// looks it up before anything else, so a repeated enqueue is answered by
+// its binding even after a newer revision would refuse its input or need
+// permissions the caller lacks.
+func (s *Store) BoundRun(ctx context.Context, tenantID, workflowKey, idempotencyKey string) (run Run, ok bool, err error) {
 	run, err = scanRun(s.Pool.QueryRow(ctx, `
 		SELECT `+runColumns+` FROM runs WHERE run_id = (
 			SELECT run_id FROM idempotency_bindings
 			WHERE tenant_id = $1 AND workflow_key = $2 AND idempotency_key = $3)`,
-		r.TenantID, r.WorkflowKey, idempotencyKey))
-	if err != nil {
-		return Run{}, false, fmt.Errorf("store: read bound run: %w", notFound(err))
+		tenantID, workflowKey, idempotencyKey))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, false, nil
 	}
-	return run, false, nil
+	if err != nil {
+		return Run{}, false, fmt.Errorf("store: read bound run: %w", err)
+	}
+	return run, true, nil
 }
 
 // validateNewRun refuses a run that could not be started or audited later.

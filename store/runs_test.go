@@ -248,3 +248,39 @@ func TestQueuedRunsAndTemporalRunID(t *testing.T) {
 		t.Fatalf("missing run: %v", err)
 	}
 }
+
+func TestBoundRunAndTenantName(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	ctx := context.Background()
+	if _, ok, err := st.BoundRun(ctx, "t1", "wf", "k"); err != nil || ok {
+		t.Fatalf("unbound key: ok=%v err=%v", ok, err)
+	}
+	r := newRunValue("t1", "wf", "k")
+	r.TenantName = "Acme Corp"
+	created, _, err := st.CreateRun(ctx, r, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.TenantName != "Acme Corp" {
+		t.Fatalf("created tenant name %q", created.TenantName)
+	}
+	bound, ok, err := st.BoundRun(ctx, "t1", "wf", "k")
+	if err != nil || !ok || bound.RunID != created.RunID || bound.TenantName != "Acme Corp" || bound.InputHash != "h1" {
+		t.Fatalf("bound = %+v ok=%v err=%v", bound, ok, err)
+	}
+	// Bindings are scoped by tenant and workflow key.
+	for _, k := range [][2]string{{"t2", "wf"}, {"t1", "other"}} {
+		if _, ok, err := st.BoundRun(ctx, k[0], k[1], "k"); err != nil || ok {
+			t.Fatalf("%v: ok=%v err=%v", k, ok, err)
+		}
+	}
+	// The sweeper reads it back with the queued runs.
+	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '1 minute'`); err != nil {
+		t.Fatal(err)
+	}
+	queued, err := st.QueuedRuns(ctx, time.Second, 10)
+	if err != nil || len(queued) != 1 || queued[0].TenantName != "Acme Corp" {
+		t.Fatalf("queued = %+v err=%v", queued, err)
+	}
+}

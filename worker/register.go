@@ -6,7 +6,9 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/weftworks/weft/activities"
+	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/workflows"
 )
 
@@ -16,11 +18,34 @@ import (
 // Tests that build their own worker call it too, so they run exactly what
 // production runs.
 func Register(r sdkworker.Registry, d Deps) error {
-	actions, err := catalog.NewRegistry(catalog.Builtins(catalog.BuiltinDeps{Notes: d.Store})...)
+	actions, err := Actions(d)
 	if err != nil {
-		return fmt.Errorf("worker: actions: %w", err)
+		return err
+	}
+	vars, err := variables.Builtin(d.Store)
+	if err != nil {
+		return fmt.Errorf("worker: variables: %w", err)
+	}
+	providers, err := agents.ProvidersFromConfig(d.Config)
+	if err != nil {
+		return fmt.Errorf("worker: agent providers: %w", err)
+	}
+	rt, err := agents.New(agents.Deps{Store: d.Store, Actions: actions, Providers: providers, Variables: vars, Logger: d.Logger})
+	if err != nil {
+		return fmt.Errorf("worker: agents: %w", err)
 	}
 	workflows.Register(r)
-	activities.Register(r, activities.Deps{Store: d.Store, Actions: actions, Logger: d.Logger, Observer: d.Metrics})
+	activities.Register(r, activities.Deps{Store: d.Store, Actions: actions, Logger: d.Logger, Observer: d.Metrics,
+		Variables: vars, Agents: rt})
 	return nil
+}
+
+// Actions is the worker's action registry: the built-ins and Deps.Actions
+// (README "Adding an action in Go"). Serve publishes its contracts.
+func Actions(d Deps) (*catalog.Registry, error) {
+	actions, err := catalog.NewRegistry(append(catalog.Builtins(catalog.BuiltinDeps{Notes: d.Store}), d.Actions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("worker: actions: %w", err)
+	}
+	return actions, nil
 }

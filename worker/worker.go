@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/metrics"
@@ -46,6 +47,9 @@ type Deps struct {
 	// Metrics observes node attempts (weft_node_duration_seconds); nil
 	// observes nothing.
 	Metrics *metrics.Metrics
+	// Actions are Go actions registered beyond the built-ins (README
+	// "Adding an action in Go").
+	Actions []catalog.Action
 }
 
 // Options are the worker options every weft worker uses.
@@ -105,6 +109,15 @@ func Serve(ctx context.Context, d Deps) error {
 	log := d.Logger.With("component", "worker", "taskQueue", d.Config.TaskQueue, "namespace", d.Config.TemporalNamespace)
 	EnsureSearchAttributes(ctx, d.Temporal, d.Config.TemporalNamespace, log)
 
+	// Publish the action contracts before polling: a contract changed
+	// under an already published id@version stops the worker here.
+	actions, err := Actions(d)
+	if err != nil {
+		return err
+	}
+	if err := actions.Publish(ctx, d.Store); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	w := sdkworker.New(d.Temporal, d.Config.TaskQueue, Options(log))
 	if err := Register(w, d); err != nil {
 		return err

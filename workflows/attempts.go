@@ -36,6 +36,16 @@ func isLocal(k graph.Kind) bool {
 // startAttempt starts one attempt as an activity on its own cancellable
 // context, so siblings can be cancelled one by one.
 func (i *interpreter) startAttempt(n *node) {
+	inputs, err := i.attemptInputs(n) // inputrefs.go
+	if err != nil {
+		// The values could not be claim-checked: the attempt fails with
+		// that error, through the same path as any other failed attempt.
+		f, set := workflow.NewFuture(i.work)
+		set.SetError(err)
+		_, cancel := workflow.WithCancel(i.work)
+		n.future, n.cancel, n.cancelRequested = f, cancel, false
+		return
+	}
 	in := execution.NodeInput{
 		TenantID:    i.p.TenantID,
 		RunID:       i.p.RunID,
@@ -45,7 +55,7 @@ func (i *interpreter) startAttempt(n *node) {
 		NodeID:      n.plan.ID,
 		Kind:        n.plan.Kind,
 		Attempt:     n.state.Attempt,
-		Inputs:      i.inputValues(n),
+		Inputs:      inputs,
 		Actor:       i.p.Actor,
 		Permissions: i.p.Permissions,
 		TenantName:  i.p.TenantName,

@@ -44,6 +44,7 @@ type devScenario struct {
 	status string
 	want   []string // event descriptions in order (nil: checked by check)
 	check  func(t *testing.T, events []string)
+	fakes  func(t *testing.T, f *fakes) // what the activities saw, if it matters
 }
 
 var devScenarios = []devScenario{
@@ -159,6 +160,16 @@ out  output in=m.out
 			require.Equal(t, []string{"node.cancel.unacknowledged hang", "run.cancelled"}, events[14:])
 		},
 	},
+	{
+		// Eight 5 KiB values into one action are over the 32 KiB inline
+		// budget: the interpreter claim-checks some before scheduling pack
+		// (changeNodeInputRefs).
+		name: "wide-inputs", desc: wideDesc(false), steps: wideSteps(5 << 10), status: execution.StatusSucceeded,
+		check: func(t *testing.T, events []string) {
+			require.Equal(t, "run.succeeded", events[len(events)-1])
+		},
+		fakes: func(t *testing.T, f *fakes) { checkWideInputs(t, f, 5<<10) },
+	},
 }
 
 // TestDevServer runs representative graphs on the real dev server with an
@@ -251,6 +262,9 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 	}
 	if sc.check != nil {
 		sc.check(t, events)
+	}
+	if sc.fakes != nil {
+		sc.fakes(t, f)
 	}
 	checkLog(t, f, p.RunID, 1, sc.status)
 

@@ -124,6 +124,7 @@ type fakes struct {
 	mu       sync.Mutex
 	appends  []execution.AppendEventsInput
 	inputs   []execution.NodeInput
+	stored   []execution.StoreValuesInput
 	problems []string
 }
 
@@ -150,6 +151,26 @@ func (f *fakes) register(r activityRegistry) {
 	r.RegisterActivityWithOptions(f.appendEvents, activity.RegisterOptions{Name: execution.ActivityAppendEvents})
 	r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: execution.ActivityRunNode})
 	r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
+	r.RegisterActivityWithOptions(f.storeValues, activity.RegisterOptions{Name: execution.ActivityStoreValues})
+}
+
+// storeValues records what the interpreter claim-checks and returns a
+// reference per value whose digest is "fake".
+func (f *fakes) storeValues(_ context.Context, in execution.StoreValuesInput) (execution.StoreValuesResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stored = append(f.stored, in)
+	out := execution.StoreValuesResult{Refs: []execution.ValueRef{}}
+	for _, v := range in.Values {
+		out.Refs = append(out.Refs, execution.ValueRef{NodeID: v.NodeID, Port: v.Port, SHA256: "fake", Size: len(v.Value)})
+	}
+	return out, nil
+}
+
+func (f *fakes) storedValues() []execution.StoreValuesInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]execution.StoreValuesInput(nil), f.stored...)
 }
 
 func (f *fakes) loadPlan(_ context.Context, in execution.LoadPlanInput) (graph.Plan, error) {
