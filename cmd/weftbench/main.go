@@ -19,7 +19,7 @@
 // Samples of the configurations are interleaved (round-robin, rotating the
 // order) so load spikes hit all of them alike.
 //
-//	go run ./cmd/weftbench [-rounds 15] [-concurrency 50] [-bursts 3]
+//	go run ./cmd/weftbench [-rounds 30] [-concurrency 30] [-bursts 3]
 package main
 
 import (
@@ -35,9 +35,9 @@ import (
 
 func main() {
 	opts := Options{}
-	flag.IntVar(&opts.Rounds, "rounds", 15, "latency samples per configuration")
+	flag.IntVar(&opts.Rounds, "rounds", 30, "latency samples per configuration")
 	flag.IntVar(&opts.Warmup, "warmup", 3, "unrecorded runs per configuration first")
-	flag.IntVar(&opts.Concurrency, "concurrency", 50, "runs enqueued at once in a throughput burst")
+	flag.IntVar(&opts.Concurrency, "concurrency", 30, "runs enqueued at once in a throughput burst")
 	flag.IntVar(&opts.Bursts, "bursts", 3, "throughput bursts per configuration")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")
 	flag.StringVar(&opts.AdminURL, "admin-url", testinfra.AdminURL(), "PostgreSQL URL the benchmark database is created from (WEFT_TEST_DATABASE_URL)")
