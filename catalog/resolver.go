@@ -46,6 +46,10 @@ type Resolver struct {
 	// until the variables registry offers a graph.TemplateChecker; without it
 	// templates are checked for syntax and bindings only.
 	Templates graph.TemplateChecker
+	// Compiler caches checked gate expressions and compiled schemas across
+	// validations (a saved draft is re-validated on every dry-run and
+	// publish). Nil compiles from scratch every time.
+	Compiler *graph.Compiler
 }
 
 // Store is what the production resolver reads: the tenant's agents and the
@@ -60,7 +64,7 @@ type Store interface {
 // (UNKNOWN_VARIABLE, and the scopes templates need). The API and the starter
 // both use it, so a draft simulates exactly as it would publish.
 func NewResolver(st Store, vars *variables.Registry) *Resolver {
-	r := &Resolver{Agents: st, Actions: st}
+	r := &Resolver{Agents: st, Actions: st, Compiler: graph.NewCompiler(graph.CompilerConfig{})}
 	if vars != nil {
 		r.Templates = graphcheck.New(vars)
 	}
@@ -73,7 +77,7 @@ func (r *Resolver) Options() graph.Options {
 	if r == nil {
 		return graph.Options{}
 	}
-	return graph.Options{Templates: r.Templates}
+	return graph.Options{Templates: r.Templates, Compiler: r.Compiler}
 }
 
 // Catalog returns the snapshot doc is validated against for tenantID: the

@@ -119,7 +119,10 @@ const noOutputGraph = `{
 }`
 
 // outOfAttemptsGraph: "flaky" never succeeds within its 2 attempts while
-// its sibling sleeps; the run fails and the sleeper is cancelled.
+// its sibling sleeps; the run fails and the sleeper is cancelled. The sleep
+// is far longer than the cancellation takes to arrive (a busy machine once
+// let a 3 s sleep finish first, a late result), and the run ends as soon as
+// it acknowledges.
 const outOfAttemptsGraph = `{
   "schemaVersion": 1,
   "nodes": [
@@ -128,7 +131,7 @@ const outOfAttemptsGraph = `{
      "mapping": {"untilAttempt": {"literal": 5}, "value": {"pointer": "/in"}},
      "retry": {"maxAttempts": 2, "initialIntervalMs": 100, "backoff": 2}},
     {"id": "nap", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
-     "mapping": {"ms": {"literal": 3000}}},
+     "mapping": {"ms": {"literal": 20000}}},
     {"id": "join", "kind": "merge", "inputs": {"a": "any", "b": "any"}, "outputs": {"out": "any"}},
     {"id": "out", "kind": "output", "inputs": {"in": "any"}}
   ],

@@ -20,7 +20,7 @@ const napNotesGraph = `{
   "nodes": [
     {"id": "in", "kind": "input", "outputs": {"out": "any"}},
     {"id": "nap", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
-     "mapping": {"ms": {"literal": 2000}}, "timeoutMs": 30000},
+     "mapping": {"ms": {"literal": 5000}}, "timeoutMs": 30000},
     {"id": "save", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"},
      "action": {"id": "workspace.notes.write", "version": 1},
      "mapping": {"title": {"literal": "t"}, "body": {"pointer": "/in"}}},

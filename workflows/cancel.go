@@ -103,6 +103,7 @@ func (i *interpreter) drain() error {
 func (i *interpreter) cancelSettled(n *node, res execution.NodeResult, err error) {
 	n.state.Status = execution.NodeCancelled
 	var canceled *temporal.CanceledError
+	var timedOut *temporal.TimeoutError
 	switch {
 	case err == nil:
 		// Evidence only: the run is ending, so the value is never routed.
@@ -113,6 +114,17 @@ func (i *interpreter) cancelSettled(n *node, res execution.NodeResult, err error
 	case errors.As(err, &canceled):
 		n.state.Reason = execution.SkipCancelled
 		i.record(execution.EventNodeCancelAcknowledged, n, execution.EventData{})
+	case errors.As(err, &timedOut):
+		// Temporal gave up on the attempt before it acknowledged: an attempt
+		// that ignores its cancellation stops heartbeating once the SDK has
+		// cancelled its context, so its heartbeat timeout (as long as
+		// cancelGrace) races the grace deadline. Either way it never
+		// acknowledged.
+		f := classify(err)
+		n.state.Reason, n.state.Error = reasonCancelUnacknowledged, f.message
+		d := execution.EventData{}
+		errorData(&d, f)
+		i.record(execution.EventNodeCancelUnacked, n, d)
 	default:
 		f := classify(err)
 		n.state.Reason, n.state.Error = f.typ, f.message

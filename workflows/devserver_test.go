@@ -161,6 +161,23 @@ out  output in=m.out
 		},
 	},
 	{
+		// An attempt that ignores its cancellation stops reaching Temporal
+		// with heartbeats (the SDK has cancelled its context), so Temporal
+		// times it out, here after 3 s, well within the 30 s grace: it is
+		// unacknowledged, like one still running at the deadline.
+		name: "cancel-timeout", status: execution.StatusCancelled, cancel: []string{"hang"},
+		desc: `
+in   input
+hang action in=in.out timeout=3000
+out  output in=hang.out
+`,
+		steps: map[string][]step{"hang": {{hang: true}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>hang.in", "node.started hang",
+			"run.cancel.requested", "node.skipped out CANCELLED", "node.cancel.unacknowledged hang", "run.cancelled",
+		},
+	},
+	{
 		// Eight 5 KiB values into one action are over the 32 KiB inline
 		// budget: the interpreter claim-checks some before scheduling pack
 		// (changeNodeInputRefs).

@@ -19,11 +19,13 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
+	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/worker"
 )
 
@@ -95,9 +97,18 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 // through. The caller runs the starter's sweeper (every API replica may).
 // m is served at /metrics; `weft dev` shares it with its worker.
 func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger) (http.Handler, *starter.Starter, error) {
+	// One variable registry and one resolver (with its compile cache) serve
+	// both publication and the starter, so a draft simulates exactly as it
+	// would publish.
+	vars, err := variables.Builtin(st)
+	if err != nil {
+		return nil, nil, err
+	}
+	resolver := catalog.NewResolver(st, vars)
 	runs, err := starter.New(starter.Deps{
 		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
 		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
+		Resolver: resolver,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -108,7 +119,7 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	}
 	handler := api.New(api.Deps{
 		Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger,
-		Metrics: m, Starter: runs,
+		Metrics: m, Starter: runs, Variables: vars, Resolver: resolver,
 	})
 	return handler, runs, nil
 }
