@@ -43,11 +43,14 @@ const (
 	// CodeInvalidAgent is the error code refusing a definition with issues (422).
 	CodeInvalidAgent = "INVALID_AGENT"
 
-	IssueInvalidField     = "INVALID_FIELD"
-	IssueLimitExceeded    = graph.CodeLimitExceeded
-	IssueInvalidSchema    = graph.CodeInvalidSchema
-	IssueUnknownVariable  = graph.CodeUnknownVariable
-	IssueInvalidTool      = "INVALID_TOOL"
+	IssueInvalidField    = "INVALID_FIELD"
+	IssueLimitExceeded   = graph.CodeLimitExceeded
+	IssueInvalidSchema   = graph.CodeInvalidSchema
+	IssueUnknownVariable = graph.CodeUnknownVariable
+	IssueInvalidTool     = "INVALID_TOOL"
+	// IssueUnknownTool is an allowed tool that is neither a built-in nor a
+	// published action: the code publication would refuse it with.
+	IssueUnknownTool      = graph.CodeMissingDependency
 	IssueUnsupportedRisk  = graph.CodeUnsupportedActionRisk
 	IssueInvalidSimScript = "INVALID_SIM_SCRIPT"
 )
@@ -143,10 +146,11 @@ type ValidateOptions struct {
 	// Variables are the definitions instructions may use (nil: any key is
 	// accepted). The binding agentId is always supplied: it is the agent's key.
 	Variables []variables.Definition
-	// Action, when set, looks a tool's contract up so a tool no run could
-	// call (external, destructive) is refused at once. Unknown tools are
-	// accepted here: publication refuses them (MISSING_DEPENDENCY) if they
-	// are still unknown then.
+	// Action, when set, looks a tool's contract up (the built-in and
+	// published actions) so a tool publication would refuse is refused at
+	// once: an unknown one (MISSING_DEPENDENCY) or one no run could call
+	// (external, destructive: UNSUPPORTED_ACTION_RISK). Nil checks the
+	// tools' syntax only.
 	Action func(ref graph.ActionRef) (graph.ActionContract, bool)
 }
 
@@ -206,7 +210,11 @@ func Validate(d Definition, prefix string, opts ValidateOptions) []graph.Issue {
 		if opts.Action == nil {
 			continue
 		}
-		if c, ok := opts.Action(ref); ok && c.Risk != graph.RiskRead && c.Risk != graph.RiskWorkspaceWrite {
+		c, ok := opts.Action(ref)
+		switch {
+		case !ok:
+			add(IssueUnknownTool, path, "tool %s is not a built-in or published action (see GET /v1/actions)", ref)
+		case c.Risk != graph.RiskRead && c.Risk != graph.RiskWorkspaceWrite:
 			add(IssueUnsupportedRisk, path, "tool %s has risk %q; agents may only use read and workspace-write actions", ref, c.Risk)
 		}
 	}

@@ -51,7 +51,7 @@ func TestValidateReportsEveryIssue(t *testing.T) {
 	known := map[string]graph.ActionContract{"core.http.fetch@1": {ID: "core.http.fetch", Version: 1, Risk: graph.RiskExternal}}
 	d := agents.Definition{
 		Instructions: "Hello {{ nope.key }} and {{ agent.name }}", Provider: "gpt", Model: "bad model!",
-		OutputSchema: json.RawMessage(`{"type":"object","required":["a"]}`), AllowedTools: []string{"core.http.fetch@1", "nope"},
+		OutputSchema: json.RawMessage(`{"type":"object","required":["a"]}`), AllowedTools: []string{"core.http.fetch@1", "nope", "no.such@1"},
 		MaxTurns: 51, TimeoutMs: 100,
 		Sim: &provider.SimScript{Outcome: "maybe", Output: json.RawMessage(`{"b":1}`),
 			ToolCalls: []provider.SimToolCall{{Tool: "x"}, {Tool: "a.b@1", Input: json.RawMessage(`[1]`)}}},
@@ -69,7 +69,8 @@ func TestValidateReportsEveryIssue(t *testing.T) {
 		"/definition/maxTurns":              agents.IssueLimitExceeded,
 		"/definition/timeoutMs":             agents.IssueLimitExceeded,
 		"/definition/allowedTools/0":        agents.IssueUnsupportedRisk,
-		"/definition/allowedTools/1":        agents.IssueInvalidTool,
+		"/definition/allowedTools/1":        agents.IssueUnknownTool,
+		"/definition/allowedTools/2":        agents.IssueInvalidTool,
 		"/definition/sim/outcome":           agents.IssueInvalidSimScript,
 		"/definition/sim/output":            agents.IssueInvalidSimScript,
 		"/definition/sim/toolCalls/0/tool":  agents.IssueInvalidSimScript,
@@ -79,6 +80,15 @@ func TestValidateReportsEveryIssue(t *testing.T) {
 
 	ok := agents.Definition{Instructions: "Summarise for {{ context.user.displayName }}.", AllowedTools: []string{"core.echo@1"}}.Normalize()
 	require.Empty(t, agents.Validate(ok, "", agents.ValidateOptions{Variables: reg.Definitions()}))
+	// Without a catalog only the syntax of tools is checked; with one, an
+	// unknown tool is an issue however the risk of the others reads.
+	unknown := agents.Definition{Instructions: "x", AllowedTools: []string{"no.such@1"}}.Normalize()
+	require.Empty(t, agents.Validate(unknown, "", agents.ValidateOptions{}))
+	issues = agents.Validate(unknown, "", agents.ValidateOptions{
+		Action: func(graph.ActionRef) (graph.ActionContract, bool) { return graph.ActionContract{}, false }})
+	require.Len(t, issues, 1)
+	require.Equal(t, graph.CodeMissingDependency, issues[0].Code)
+	require.Contains(t, issues[0].Message, "no.such@1")
 	bad := agents.Definition{Instructions: " ", OutputSchema: json.RawMessage(`{"type":"nope"}`)}.Normalize()
 	require.Len(t, agents.Validate(bad, "", agents.ValidateOptions{}), 2)
 }

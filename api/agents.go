@@ -15,7 +15,6 @@ import (
 
 	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/store"
@@ -143,7 +142,11 @@ func (s *Server) agentDetail(c echo.Context, tenant string, a store.Agent, rev s
 // definitionContent decodes, normalizes and validates a definition and
 // returns what is stored: its JSON and content hash. Malformed JSON or
 // unknown fields are 400 INVALID_REQUEST; a definition with issues is 422
-// INVALID_AGENT listing every issue in details.issues.
+// INVALID_AGENT listing every issue in details.issues, among them every
+// allowed tool that is malformed (INVALID_TOOL), neither built-in nor
+// published (MISSING_DEPENDENCY) or external/destructive
+// (UNSUPPORTED_ACTION_RISK): what publication would refuse is refused when
+// the agent is authored.
 func (s *Server) definitionContent(c echo.Context, raw json.RawMessage) (json.RawMessage, string, error) {
 	def, err := agents.DecodeDefinition(raw)
 	if err != nil {
@@ -151,15 +154,16 @@ func (s *Server) definitionContent(c echo.Context, raw json.RawMessage) (json.Ra
 			WithDetails(map[string]any{"field": "definition"})
 	}
 	def = def.Normalize()
-	known, err := s.knownActions(c)
+	// Tools are checked against the snapshot publication resolves them in
+	// (built-in and published action contracts; no document, so no agents).
+	cat, err := s.resolver().Catalog(c.Request().Context(), principal(c).Tenant, nil)
 	if err != nil {
 		return nil, "", err
 	}
 	issues := agents.Validate(def, "/definition", agents.ValidateOptions{
 		Variables: s.variables().Definitions(),
 		Action: func(ref graph.ActionRef) (graph.ActionContract, bool) {
-			ct, ok := known[ref]
-			return ct, ok
+			return cat.Action(ref.ID, ref.Version)
 		},
 	})
 	if len(issues) > 0 {
@@ -175,22 +179,6 @@ func (s *Server) definitionContent(c echo.Context, raw json.RawMessage) (json.Ra
 		return nil, "", err
 	}
 	return content, hash, nil
-}
-
-// knownActions is the built-in and published contracts, by reference.
-func (s *Server) knownActions(c echo.Context) (map[graph.ActionRef]graph.ActionContract, error) {
-	out := map[graph.ActionRef]graph.ActionContract{}
-	for _, ct := range catalog.BuiltinContracts() {
-		out[graph.ActionRef{ID: ct.ID, Version: ct.Version}] = ct
-	}
-	published, err := s.deps.Store.PublishedContracts(c.Request().Context())
-	if err != nil {
-		return nil, err
-	}
-	for _, ct := range published {
-		out[graph.ActionRef{ID: ct.ID, Version: ct.Version}] = ct
-	}
-	return out, nil
 }
 
 // createAgent handles POST /v1/agents {key, name, description?, definition}:

@@ -245,7 +245,8 @@ func TestPublicationPinsAgentsAndTheirToolsAndRefusesBadOnes(t *testing.T) {
 	require.Empty(t, rev.NodePermissions["triage"], "an agent requires no permission itself; its tools are filtered at run time")
 
 	// Agents allowing tools publication refuses (stored directly: the API
-	// already refuses known external tools at creation).
+	// refuses such tools at creation, and a published action may also be
+	// withdrawn after an agent was authored).
 	for key, tools := range map[string]string{"fetcher": `["core.http.fetch@1"]`, "dropper": `["crm.drop@1"]`, "ghost": `["core.echo@9"]`} {
 		content := json.RawMessage(`{"instructions":"x","provider":"sim","model":"sim","outputSchema":{},"allowedTools":` + tools + `,"maxTurns":1,"timeoutMs":1000}`)
 		_, _, err := h.st.CreateAgent(ctx, "t1", store.NewAgent{Key: key, Name: key, Content: content, Hash: "h-" + key, By: "alice"})
@@ -278,4 +279,75 @@ func TestPublicationPinsAgentsAndTheirToolsAndRefusesBadOnes(t *testing.T) {
 
 	// The revision published before the archive is untouched.
 	require.Equal(t, http.StatusOK, h.do(http.MethodGet, "/v1/workflows/good/revisions/1", h.token, nil).Status)
+}
+
+// An allowed tool must be a built-in or published action that runs may
+// call: authors learn it when they save the agent, not when a workflow
+// using it is published.
+func TestAgentToolsAreCheckedAgainstTheCatalogAtAuthoring(t *testing.T) {
+	t.Parallel()
+	h := newAgentHarness(t)
+	ctx := context.Background()
+	lookup := graph.ActionContract{ID: "crm.lookup", Version: 1, Risk: graph.RiskRead, Description: "Look a contact up.",
+		InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(`{}`), RequiredPermissions: []string{"crm.read"},
+		TimeoutMs: 5000, Idempotency: catalog.IdempotencyNone}
+	drop := lookup
+	drop.ID, drop.Risk = "crm.drop", graph.RiskDestructive
+	noop := func(context.Context, catalog.Call) (json.RawMessage, error) { return nil, nil }
+	reg, err := catalog.NewRegistry(append(catalog.Builtins(catalog.BuiltinDeps{}),
+		catalog.Action{Contract: lookup, Handler: noop}, catalog.Action{Contract: drop, Handler: noop})...)
+	require.NoError(t, err)
+	require.NoError(t, reg.Publish(ctx, h.st))
+
+	issuesOf := func(res wfResponse) map[string]string {
+		t.Helper()
+		require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+		require.Equal(t, "INVALID_AGENT", res.Code(t))
+		var body struct {
+			Error struct {
+				Details struct{ Issues []graph.Issue }
+			}
+		}
+		require.NoError(t, json.Unmarshal(res.Body, &body))
+		got := map[string]string{}
+		for _, i := range body.Error.Details.Issues {
+			got[i.Path] = i.Code
+			require.NotEmpty(t, i.Message)
+		}
+		return got
+	}
+
+	// The reported case: one unknown tool.
+	res := h.do(http.MethodPost, "/v1/agents", h.token, map[string]any{"key": "ghost", "name": "Ghost",
+		"definition": definition(`,"allowedTools":["no.such@1"]`)})
+	require.Equal(t, map[string]string{"/definition/allowedTools/0": "MISSING_DEPENDENCY"}, issuesOf(res))
+	require.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/v1/agents/ghost", h.token, nil).Status, "nothing was stored")
+
+	// Every bad tool is listed (allowedTools is sorted first): malformed,
+	// unknown id, unknown version, external built-in, destructive published.
+	bad := `,"allowedTools":["core.http.fetch@1","crm.drop@1","core.echo@9","no.such@1","x","crm.lookup@1","core.echo@1"]`
+	res = h.do(http.MethodPost, "/v1/agents", h.token, map[string]any{"key": "bad", "name": "Bad", "definition": definition(bad)})
+	require.Equal(t, map[string]string{
+		"/definition/allowedTools/1": "MISSING_DEPENDENCY",      // core.echo@9
+		"/definition/allowedTools/2": "UNSUPPORTED_ACTION_RISK", // core.http.fetch@1
+		"/definition/allowedTools/3": "UNSUPPORTED_ACTION_RISK", // crm.drop@1
+		"/definition/allowedTools/5": "MISSING_DEPENDENCY",      // no.such@1
+		"/definition/allowedTools/6": "INVALID_TOOL",            // x
+	}, issuesOf(res))
+
+	// Built-in and published read/workspace-write tools are accepted.
+	h.createAgent("triage", `,"allowedTools":["crm.lookup@1","core.echo@1","workspace.notes.write@1"]`)
+
+	// New revisions are held to the same rule.
+	res = h.do(http.MethodPost, "/v1/agents/triage/revisions", h.token, map[string]any{"expectedRevision": 1,
+		"definition": definition(`,"allowedTools":["core.echo@1","no.such@1"]`)})
+	require.Equal(t, map[string]string{"/definition/allowedTools/1": "MISSING_DEPENDENCY"}, issuesOf(res))
+	res = h.do(http.MethodPost, "/v1/agents/triage/revisions", h.token, map[string]any{"expectedRevision": 1,
+		"definition": definition(`,"allowedTools":["crm.drop@1"]`)})
+	require.Equal(t, map[string]string{"/definition/allowedTools/0": "UNSUPPORTED_ACTION_RISK"}, issuesOf(res))
+	res = h.do(http.MethodGet, "/v1/agents/triage", h.token, nil)
+	require.Equal(t, float64(1), res.JSON(t)["latestRevision"], "refused revisions are not stored")
+	res = h.do(http.MethodPost, "/v1/agents/triage/revisions", h.token, map[string]any{"expectedRevision": 1,
+		"definition": definition(`,"allowedTools":["crm.lookup@1"]`)})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 }

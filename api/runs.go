@@ -17,6 +17,7 @@ import (
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 )
@@ -274,18 +275,14 @@ func (s *Server) tenantRun(c echo.Context, tenant string) (store.Run, error) {
 }
 
 // projectNodes folds the run's events into node states, listed in compiled
-// order so nodes that have not run yet show as pending.
+// order so nodes that have not run yet show as pending (see nodeProjection).
 func (s *Server) projectNodes(c echo.Context, r store.Run) ([]execution.NodeState, error) {
 	ctx := c.Request().Context()
 	compiled, err := s.deps.Store.GetCompiled(ctx, r.TenantID, r.Checksum)
 	if err != nil {
 		return nil, err
 	}
-	states := make(map[string]*execution.NodeState, len(compiled.Document.Nodes))
-	out := make([]execution.NodeState, 0, len(compiled.Document.Nodes))
-	for _, n := range compiled.Document.Nodes {
-		states[n.ID] = &execution.NodeState{ID: n.ID, Kind: string(n.Kind), Status: execution.NodePending}
-	}
+	p := newNodeProjection(compiled.Document.Nodes)
 	var after int64
 	for {
 		events, err := s.deps.Store.ListEvents(ctx, r.TenantID, r.RunID, after, projectPage)
@@ -293,19 +290,74 @@ func (s *Server) projectNodes(c echo.Context, r store.Run) ([]execution.NodeStat
 			return nil, err
 		}
 		for _, ev := range events {
-			if st, ok := states[ev.NodeID]; ok && ev.NodeID != "" {
-				applyNodeEvent(st, ev)
-			}
+			p.apply(ev)
 			after = ev.Seq
 		}
 		if len(events) < projectPage {
 			break
 		}
 	}
-	for _, n := range compiled.Document.Nodes {
-		out = append(out, *states[n.ID])
+	return p.states(r.Status), nil
+}
+
+// ReasonRunClosed is the reason a node shows cancelled when its run is
+// terminal but its own events leave it open (pending, running or waiting):
+// the run was closed without the interpreter settling it, e.g. terminated
+// or timed out outside weft and settled by the reconciler. No event says
+// so; the log keeps exactly what was recorded.
+const ReasonRunClosed = "RUN_CLOSED"
+
+// nodeProjection folds a run's events into its node states.
+type nodeProjection struct {
+	order []string
+	byID  map[string]*execution.NodeState
+}
+
+func newNodeProjection(nodes []graph.Node) *nodeProjection {
+	p := &nodeProjection{order: make([]string, 0, len(nodes)), byID: make(map[string]*execution.NodeState, len(nodes))}
+	for _, n := range nodes {
+		p.order = append(p.order, n.ID)
+		p.byID[n.ID] = &execution.NodeState{ID: n.ID, Kind: string(n.Kind), Status: execution.NodePending}
 	}
-	return out, nil
+	return p
+}
+
+// apply folds one event (in seq order); run events and events of unknown
+// nodes change nothing.
+func (p *nodeProjection) apply(ev store.Event) {
+	if st, ok := p.byID[ev.NodeID]; ok && ev.NodeID != "" {
+		applyNodeEvent(st, ev)
+	}
+}
+
+// states returns the node states in compiled order. On a run whose status
+// is terminal no node is left pending, running or waiting: such a node
+// shows cancelled with reason ReasonRunClosed (its attempt count and error
+// stay as the events left them), so the API never claims work runs on a
+// closed run.
+func (p *nodeProjection) states(runStatus string) []execution.NodeState {
+	closed := terminalRunStatus(runStatus)
+	out := make([]execution.NodeState, 0, len(p.order))
+	for _, id := range p.order {
+		st := *p.byID[id]
+		if closed {
+			switch st.Status {
+			case execution.NodePending, execution.NodeRunning, execution.NodeWaiting:
+				st.Status, st.Reason = execution.NodeCancelled, ReasonRunClosed
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// terminalRunStatus reports whether a run status is final.
+func terminalRunStatus(status string) bool {
+	switch status {
+	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
+		return true
+	}
+	return false
 }
 
 // applyNodeEvent advances one node's state by one event, mirroring the

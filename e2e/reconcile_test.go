@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
+	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/reconciler"
@@ -70,6 +71,38 @@ func TestRunsClosedOutsideWeftAreReconciled(t *testing.T) {
 			require.Less(t, time.Since(terminatedAt), time.Minute)
 		}
 		e.checkChain(c.id)
+
+		// The projection does not claim work runs on a closed run: nodes
+		// the interpreter never settled show cancelled (api.ReasonRunClosed), while
+		// the log keeps what was recorded.
+		for _, n := range v.Nodes {
+			switch n.Status {
+			case execution.NodeRunning, execution.NodeWaiting, execution.NodePending:
+				t.Fatalf("%s: node %s is still %s on a %s run", c.status, n.ID, n.Status, v.Status)
+			}
+		}
+		if c.status == "TERMINATED" {
+			status, attempt, _, reason := v.node(t, "in")
+			require.Equal(t, execution.NodeSucceeded, status)
+			require.Empty(t, reason)
+			status, attempt, _, reason = v.node(t, "nap")
+			require.Equal(t, execution.NodeCancelled, status, "nap was mid-attempt when Temporal terminated the run")
+			require.Equal(t, api.ReasonRunClosed, reason)
+			require.Equal(t, 1, attempt)
+			for _, id := range []string{"after", "out"} {
+				status, attempt, _, reason = v.node(t, id)
+				require.Equal(t, execution.NodeCancelled, status, id)
+				require.Equal(t, api.ReasonRunClosed, reason, id)
+				require.Zero(t, attempt, id)
+			}
+			var napEvents []string
+			for _, ev := range events {
+				if ev.NodeID == "nap" {
+					napEvents = append(napEvents, ev.Type)
+				}
+			}
+			require.Equal(t, []string{execution.EventNodeStarted}, napEvents, "the log is not rewritten")
+		}
 	}
 
 	// Another pass changes nothing: the rows are terminal now.

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/store"
+)
+
+// A run closed without the interpreter settling its nodes (terminated
+// outside weft, then settled by the reconciler) must not show work as
+// running: open nodes project as cancelled with RUN_CLOSED.
+func TestNodeProjectionClosesOpenNodesOfATerminalRun(t *testing.T) {
+	t.Parallel()
+	nodes := []graph.Node{
+		{ID: "in", Kind: graph.KindInput}, {ID: "a", Kind: graph.KindAction}, {ID: "b", Kind: graph.KindAction},
+		{ID: "c", Kind: graph.KindAction}, {ID: "skip", Kind: graph.KindAction}, {ID: "out", Kind: graph.KindOutput},
+	}
+	var seq int64
+	ev := func(typ, node string, attempt int, data string) store.Event {
+		seq++
+		if data == "" {
+			data = "{}"
+		}
+		return store.Event{Seq: seq, Type: typ, NodeID: node, Attempt: attempt, Data: json.RawMessage(data)}
+	}
+	events := []store.Event{
+		ev(execution.EventRunStarted, "", 0, ""),
+		ev(execution.EventNodeStarted, "in", 1, ""),
+		ev(execution.EventNodeCompleted, "in", 1, `{"port":"out"}`),
+		ev(execution.EventNodeStarted, "a", 1, ""), // mid-attempt when the run closed
+		ev(execution.EventNodeStarted, "b", 1, ""),
+		ev(execution.EventNodeAttemptFailed, "b", 1, ""),
+		ev(execution.EventNodeRetryScheduled, "b", 1, ""), // waiting for its retry
+		ev(execution.EventNodeStarted, "c", 1, ""),
+		ev(execution.EventNodeFailed, "c", 1, `{"error":{"type":"ACTION_FAILED","message":"boom"}}`),
+		ev(execution.EventNodeSkipped, "skip", 0, `{"reason":"DEAD_INPUT"}`),
+		ev(execution.EventRunFailed, "", 0, `{"reason":"TERMINATED_OUTSIDE_WEFT"}`),
+	}
+	project := func(status string) map[string]execution.NodeState {
+		p := newNodeProjection(nodes)
+		for _, e := range events {
+			p.apply(e)
+		}
+		out := map[string]execution.NodeState{}
+		var order []string
+		for _, st := range p.states(status) {
+			out[st.ID] = st
+			order = append(order, st.ID)
+		}
+		require.Equal(t, []string{"in", "a", "b", "c", "skip", "out"}, order, "compiled order")
+		return out
+	}
+
+	// While the run is open the events speak as they are.
+	open := project(execution.StatusRunning)
+	require.Equal(t, execution.NodeRunning, open["a"].Status)
+	require.Equal(t, execution.NodeWaiting, open["b"].Status)
+	require.Equal(t, execution.NodePending, open["out"].Status)
+
+	for _, status := range []string{execution.StatusFailed, execution.StatusCancelled, execution.StatusSucceeded} {
+		got := project(status)
+		require.Equal(t, execution.NodeState{ID: "in", Kind: "input", Status: execution.NodeSucceeded, Attempt: 1, Port: "out"}, got["in"], status)
+		require.Equal(t, execution.NodeState{ID: "a", Kind: "action", Status: execution.NodeCancelled, Attempt: 1, Reason: ReasonRunClosed}, got["a"], status)
+		require.Equal(t, execution.NodeState{ID: "b", Kind: "action", Status: execution.NodeCancelled, Attempt: 1, Reason: ReasonRunClosed}, got["b"], status)
+		require.Equal(t, execution.NodeState{ID: "c", Kind: "action", Status: execution.NodeFailed, Attempt: 1, Reason: "ACTION_FAILED", Error: "boom"}, got["c"], status)
+		require.Equal(t, execution.NodeState{ID: "skip", Kind: "action", Status: execution.NodeSkipped, Reason: "DEAD_INPUT"}, got["skip"], status)
+		require.Equal(t, execution.NodeState{ID: "out", Kind: "output", Status: execution.NodeCancelled, Reason: ReasonRunClosed}, got["out"], status)
+	}
+	queued := project(execution.StatusQueued)
+	require.Equal(t, execution.NodeRunning, queued["a"].Status, "only a terminal run closes its nodes")
+}
