@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
@@ -28,7 +27,6 @@ import (
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
-	"github.com/weftworks/weft/workflows"
 )
 
 func TestMain(m *testing.M) {
@@ -98,12 +96,13 @@ func newEnv(t *testing.T) *env {
 	v.starter, err = starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: v.queue, Namespace: "default", Logger: v.log})
 	require.NoError(t, err)
 
-	actions, err := catalog.NewRegistry(catalog.Builtins(catalog.BuiltinDeps{Notes: st})...)
-	require.NoError(t, err)
+	// The production registration: interpreter, ScheduledEnqueue, node
+	// activities and the schedule-firing activity.
 	w := sdkworker.New(tc, v.queue, worker.Options(v.log))
-	workflows.Register(w)
-	activities.Register(w, activities.Deps{Store: st, Actions: actions, Logger: v.log})
-	require.NoError(t, activities.RegisterBridges(w, activities.BridgeDeps{Store: st, Starter: v.starter, Logger: v.log}))
+	require.NoError(t, worker.Register(w, worker.Deps{
+		Config: config.Config{TaskQueue: v.queue, TemporalNamespace: "default"},
+		Store:  st, Temporal: tc, Logger: v.log,
+	}))
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 

@@ -26,6 +26,7 @@ import (
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/worker"
 )
 
@@ -125,14 +126,17 @@ func newEnv(t *testing.T) *env {
 	e.cfg.TemporalUIURL = "http://ui.test"
 	e.keys, err = auth.NewKeys(jwtSecret)
 	require.NoError(t, err)
-	// What api.New and starter.New default to in production: one resolver,
-	// so a simulated draft compiles exactly as it would publish.
-	resolver := &catalog.Resolver{Agents: st, Actions: st}
+	// What cmd/weft wires in production: one variable registry and one
+	// resolver shared by publication and the starter, so a simulated draft
+	// compiles exactly as it would publish and templates are checked.
+	vars, err := variables.Builtin(st)
+	require.NoError(t, err)
+	resolver := catalog.NewResolver(st, vars)
 	e.starter, err = starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: e.queue,
 		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log, Resolver: resolver})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(api.New(api.Deps{Config: e.cfg, Store: st, Keys: e.keys, Temporal: tc,
-		Starter: e.starter, Resolver: resolver, Logger: e.log}))
+		Starter: e.starter, Resolver: resolver, Variables: vars, Logger: e.log}))
 	t.Cleanup(e.srv.Close)
 	e.token = e.mint(e.tenant, "alice", auth.AllScopes...)
 	return e

@@ -3,19 +3,14 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
-	"github.com/weftworks/weft/starter"
-	"github.com/weftworks/weft/variables"
 )
 
 // titleTemplate reads the request context (tenant and user display names),
@@ -47,29 +42,9 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// useProductionResolver rebuilds the env's starter and API the way
-// cmd/weft (app.newAPI) does: one variables.Builtin(store) registry and one
-// catalog.NewResolver over it, shared by publication and the starter, so
-// templates are checked against the registry at publish (UNKNOWN_VARIABLE).
-// newEnv's resolver has no Templates checker and would accept any
-// syntactically valid {{ key }}.
-func useProductionResolver(e *env) {
-	e.t.Helper()
-	vars, err := variables.Builtin(e.st)
-	require.NoError(e.t, err)
-	resolver := catalog.NewResolver(e.st, vars)
-	e.starter, err = starter.New(starter.Deps{Store: e.st, Temporal: e.tc, TaskQueue: e.queue,
-		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log, Resolver: resolver})
-	require.NoError(e.t, err)
-	e.srv = httptest.NewServer(api.New(api.Deps{Config: e.cfg, Store: e.st, Keys: e.keys, Temporal: e.tc,
-		Starter: e.starter, Resolver: resolver, Variables: vars, Logger: e.log}))
-	e.t.Cleanup(e.srv.Close)
-}
-
 func TestVariablesResolveInRunAndStayRawInRevision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	useProductionResolver(e)
 	const tenantName, displayName = "Acme Corp", "Ada Lovelace"
 	tok, err := e.keys.Mint(auth.Principal{Tenant: e.tenant, Sub: "ada", Name: displayName, TenantName: tenantName,
 		Scopes: []string{auth.ScopeWorkflowsRead, auth.ScopeWorkflowsWrite, auth.ScopeWorkflowsPublish,

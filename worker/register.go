@@ -8,13 +8,15 @@ import (
 	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/workflows"
 )
 
 // Register registers everything a weft worker runs: the interpreter workflow
-// and the node activities (package activities registers one small struct per
-// concern, each holding only what it needs), backed by the built-in actions.
+// and ScheduledEnqueue, the node activities (package activities registers one
+// small struct per concern, each holding only what it needs) backed by the
+// built-in and Deps.Actions actions, and the schedule-firing activity.
 // Tests that build their own worker call it too, so they run exactly what
 // production runs.
 func Register(r sdkworker.Registry, d Deps) error {
@@ -34,9 +36,22 @@ func Register(r sdkworker.Registry, d Deps) error {
 	if err != nil {
 		return fmt.Errorf("worker: agents: %w", err)
 	}
+	// Schedule firings enqueue through the one execution capability, as a
+	// service actor, like every other run.
+	runs, err := starter.New(starter.Deps{
+		Store: d.Store, Temporal: d.Temporal, TaskQueue: d.Config.TaskQueue,
+		UIURL: d.Config.TemporalUIURL, Namespace: d.Config.TemporalNamespace, Logger: d.Logger,
+		Resolver: catalog.NewResolver(d.Store, vars),
+	})
+	if err != nil {
+		return fmt.Errorf("worker: starter: %w", err)
+	}
 	workflows.Register(r)
 	activities.Register(r, activities.Deps{Store: d.Store, Actions: actions, Logger: d.Logger, Observer: d.Metrics,
 		Variables: vars, Agents: rt})
+	if err := activities.RegisterBridges(r, activities.BridgeDeps{Store: d.Store, Starter: runs, Logger: d.Logger}); err != nil {
+		return fmt.Errorf("worker: bridges: %w", err)
+	}
 	return nil
 }
 
