@@ -138,13 +138,6 @@ func (a answer) json(t *testing.T) map[string]any {
 	return v
 }
 
-func (a answer) code(t *testing.T) string {
-	t.Helper()
-	e, _ := a.json(t)["error"].(map[string]any)
-	require.NotNil(t, e, "not an error (%d): %s", a.status, a.body)
-	return e["code"].(string)
-}
-
 // do serves one request and validates it and its answer against the
 // document: the route must be documented, the request must match it
 // (unless malformed), and the status, headers and body must be documented

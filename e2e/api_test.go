@@ -172,9 +172,9 @@ func TestConcurrentEnqueuesOverHTTPMakeOneRun(t *testing.T) {
 	wid := starter.WorkflowID(e.tenant, "items", "burst")
 	run := e.getRun(ids[0])
 	require.Equal(t, wid, run.Temporal.WorkflowID)
-	desc, err := e.tc.DescribeWorkflowExecution(context.Background(), wid, "")
+	desc, err := e.tc.DescribeWorkflow(context.Background(), wid, "")
 	require.NoError(t, err)
-	require.Equal(t, run.Temporal.RunID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	require.Equal(t, run.Temporal.RunID, desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId())
 	require.Eventually(t, func() bool {
 		c, err := e.tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
 			Query: fmt.Sprintf("WorkflowId = '%s'", wid)})

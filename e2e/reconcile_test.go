@@ -82,10 +82,10 @@ func TestRunsClosedOutsideWeftAreReconciled(t *testing.T) {
 			}
 		}
 		if c.status == "TERMINATED" {
-			status, attempt, _, reason := v.node(t, "in")
+			status, _, _, reason := v.node(t, "in")
 			require.Equal(t, execution.NodeSucceeded, status)
 			require.Empty(t, reason)
-			status, attempt, _, reason = v.node(t, "nap")
+			status, attempt, _, reason := v.node(t, "nap")
 			require.Equal(t, execution.NodeCancelled, status, "nap was mid-attempt when Temporal terminated the run")
 			require.Equal(t, api.ReasonRunClosed, reason)
 			require.Equal(t, 1, attempt)

@@ -159,9 +159,9 @@ func TestTwoHundredNodesAndForcedContinueAsNew(t *testing.T) {
 	v := e.getRun(forced)
 	require.Equal(t, forced, v.RunID)
 	require.Equal(t, wid, v.Temporal.WorkflowID)
-	desc, err := e.tc.DescribeWorkflowExecution(context.Background(), wid, "")
+	desc, err := e.tc.DescribeWorkflow(context.Background(), wid, "")
 	require.NoError(t, err)
-	require.NotEqual(t, v.Temporal.RunID, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(),
+	require.NotEqual(t, v.Temporal.RunID, desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(),
 		"the API keeps the first Temporal run id; the chain moved on")
 	largest, _, executions := e.largestHistoryPayload(wid)
 	require.Equal(t, continued+1, executions)

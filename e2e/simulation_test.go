@@ -213,9 +213,9 @@ func TestSimulatedDraftWithFixtures(t *testing.T) {
 	e.checkChain(id)
 
 	// The Temporal side says simulation too.
-	desc, err := e.tc.DescribeWorkflowExecution(context.Background(), v.Temporal.WorkflowID, "")
+	desc, err := e.tc.DescribeWorkflow(context.Background(), v.Temporal.WorkflowID, "")
 	require.NoError(t, err)
-	sa := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+	sa := desc.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
 	require.Equal(t, `"simulation"`, string(sa[execution.SearchAttrMode].GetData()))
 
 	// The draft is still unpublished.

@@ -48,18 +48,18 @@ func TestSimulatedDraftIsCompiledStoredAndStarted(t *testing.T) {
 	if w, _ := b.st.GetWorkflow(ctx, b.t1, "items"); w.LatestPublishedRevision != 0 {
 		t.Fatalf("simulating a draft published it: %+v", w)
 	}
-	desc, err := b.tc.DescribeWorkflowExecution(ctx, run.WorkflowID, "")
+	desc, err := b.tc.DescribeWorkflow(ctx, run.WorkflowID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+	sa := desc.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
 	if got := string(sa[execution.SearchAttrMode].GetData()); got != `"simulation"` {
 		t.Fatalf("WeftMode = %s", got)
 	}
 	if got := string(sa[execution.SearchAttrRevision].GetData()); got != `0` {
 		t.Fatalf("WeftRevision = %s", got)
 	}
-	if got := desc.GetExecutionConfig().GetUserMetadata().GetSummary(); got == nil || !strings.Contains(string(got.GetData()), "items draft 1 · simulation") {
+	if got := desc.RawResponse.GetExecutionConfig().GetUserMetadata().GetSummary(); got == nil || !strings.Contains(string(got.GetData()), "items draft 1 · simulation") {
 		t.Fatalf("static summary = %v", got)
 	}
 

@@ -169,11 +169,11 @@ func TestEnqueueStartsWorkflowWithIdentityAndSearchAttributes(t *testing.T) {
 	if run.TemporalRunID == "" {
 		t.Fatal("temporal run id not recorded")
 	}
-	desc, err := b.tc.DescribeWorkflowExecution(ctx, run.WorkflowID, "")
+	desc, err := b.tc.DescribeWorkflow(ctx, run.WorkflowID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	if info.GetType().GetName() != execution.WorkflowName || info.GetTaskQueue() != b.queue {
 		t.Fatalf("type %s queue %s", info.GetType().GetName(), info.GetTaskQueue())
 	}
@@ -204,7 +204,7 @@ func TestEnqueueStartsWorkflowWithIdentityAndSearchAttributes(t *testing.T) {
 		params.Mode != execution.ModeLive || string(params.Input.Inline) != `{"id":"a"}` || params.Actor.Sub != "alice" || params.Origin.Kind != "api" {
 		t.Fatalf("params = %+v", params)
 	}
-	if got := desc.GetExecutionConfig().GetUserMetadata().GetSummary(); got == nil || !strings.Contains(string(got.GetData()), "items r1 · live") {
+	if got := desc.RawResponse.GetExecutionConfig().GetUserMetadata().GetSummary(); got == nil || !strings.Contains(string(got.GetData()), "items r1 · live") {
 		t.Fatalf("static summary = %v", got)
 	}
 }
@@ -308,12 +308,12 @@ func TestConcurrentEnqueuesWithOneKeyMakeOneRun(t *testing.T) {
 	if resp.GetCount() > 1 {
 		t.Fatalf("%d workflow executions", resp.GetCount())
 	}
-	desc, err := b.tc.DescribeWorkflowExecution(ctx, WorkflowID(b.t1, "items", "race"), "")
+	desc, err := b.tc.DescribeWorkflow(ctx, WorkflowID(b.t1, "items", "race"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	run, _ := b.st.GetRun(ctx, b.t1, results[0].RunID)
-	if desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run.TemporalRunID {
+	if desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run.TemporalRunID {
 		t.Fatal("the recorded Temporal run id is not the workflow's only run")
 	}
 }
@@ -420,7 +420,7 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 		t.Fatalf("accepted = %+v", acc)
 	}
 	wid := WorkflowID(b.t1, "items", "k")
-	if _, err := b.tc.DescribeWorkflowExecution(ctx, wid, ""); err == nil {
+	if _, err := b.tc.DescribeWorkflow(ctx, wid, ""); err == nil {
 		t.Fatal("workflow exists though the start failed")
 	}
 
@@ -435,7 +435,7 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("sweep: %d, %v", n, err)
 	}
-	desc, err := b.tc.DescribeWorkflowExecution(ctx, wid, "")
+	desc, err := b.tc.DescribeWorkflow(ctx, wid, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,15 +445,18 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 		t.Fatalf("swept start params = %+v", p)
 	}
 	run, _ := b.st.GetRun(ctx, b.t1, acc.RunID)
-	if run.TemporalRunID != desc.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
+	if run.TemporalRunID != desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() {
 		t.Fatal("sweeper did not record the Temporal run id")
 	}
 	// Sweeping again re-issues an idempotent start: still one execution.
 	if n, err := b.starter.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("second sweep: %d, %v", n, err)
 	}
-	desc2, _ := b.tc.DescribeWorkflowExecution(ctx, wid, "")
-	if desc2.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run.TemporalRunID {
+	desc2, err := b.tc.DescribeWorkflow(ctx, wid, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc2.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run.TemporalRunID {
 		t.Fatal("a repeated start made a second execution")
 	}
 
