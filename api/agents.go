@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -34,9 +33,6 @@ func (s *Server) registerAgentRoutes(g *echo.Group) {
 	g.GET("/actions", s.listActions, requireScope(auth.ScopeWorkflowsRead))
 }
 
-// agentKeyPattern is the agent key syntax (like workflow keys).
-var agentKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-
 // Limits of agent metadata.
 const (
 	maxAgentNameChars        = 200
@@ -45,14 +41,8 @@ const (
 	maxAgentRequestBytes = agents.MaxDefinitionBytes + requestHeadroom
 )
 
-func checkAgentKey(key string) error {
-	if !agentKeyPattern.MatchString(key) {
-		return failure.New(failure.CodeInvalidKey,
-			"agent key must match %s (lowercase letter first, then lowercase letters, digits or '-', at most 63)",
-			agentKeyPattern).WithDetails(map[string]any{"key": key})
-	}
-	return nil
-}
+// checkAgentKey refuses a malformed agent key (the workflow key syntax).
+func checkAgentKey(key string) error { return checkKey("agent", key) }
 
 func agentPathKey(c echo.Context) (string, error) {
 	key := c.Param("key")

@@ -24,8 +24,7 @@ import (
 func newAgentHarness(t *testing.T) *wfHarness {
 	t.Helper()
 	st := testinfra.NewStore(t)
-	keys, err := auth.NewKeys("agents-test-secret-0123456789")
-	require.NoError(t, err)
+	keys := testinfra.Keys(t, "agents-test-secret-0123456789")
 	h := &wfHarness{t: t, st: st, keys: keys,
 		e: api.New(api.Deps{Store: st, Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})}
 	h.token = h.mint("t1", "alice", auth.AllScopes...)

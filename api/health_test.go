@@ -7,46 +7,18 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/weftworks/weft/api"
-	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/metrics"
 )
-
-// healthServer starts a dev server WITHOUT weft's search attributes, so one
-// server shows /readyz both failing and passing.
-func healthServer(t *testing.T) client.Client {
-	t.Helper()
-	bin := testinfra.TemporalBinary()
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is required (run `make bin/temporal`): %v", bin, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath:  bin,
-		ClientOptions: &client.Options{Namespace: "default"},
-		LogLevel:      "error",
-		ExtraArgs:     devserver.ExtraArgs(),
-		Stdout:        os.Stderr,
-		Stderr:        os.Stderr,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
-	return srv.Client()
-}
 
 type healthBody struct {
 	Status string            `json:"status"`
@@ -82,12 +54,11 @@ func healthReadyz(t *testing.T, h http.Handler) (int, healthBody) {
 }
 
 func TestHealthAndReadiness(t *testing.T) {
-	tc := healthServer(t)
+	// A dev server WITHOUT weft's search attributes, so one server shows
+	// /readyz both failing and passing.
+	tc := testinfra.BareTemporal(t).Client()
 	st := testinfra.NewStore(t)
-	keys, err := auth.NewKeys("health-test-secret-0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testinfra.Keys(t, "health-test-secret-0123456789")
 	cfg, err := config.FromEnv(func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -132,10 +103,7 @@ func TestReadinessFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := auth.NewKeys("health-test-secret-0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testinfra.Keys(t, "health-test-secret-0123456789")
 	// A closed pool and a client aimed where nothing listens.
 	st := testinfra.NewStore(t)
 	st.Close()
@@ -169,10 +137,7 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := auth.NewKeys("health-test-secret-0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := testinfra.Keys(t, "health-test-secret-0123456789")
 	h := api.New(api.Deps{Config: cfg, Keys: keys, Metrics: metrics.New(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 

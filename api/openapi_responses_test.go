@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,16 +21,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
-	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/config"
-	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/worker"
@@ -52,47 +48,20 @@ type contractHarness struct {
 	seen map[string]int
 }
 
-// startDevServer starts a dev server from bin/temporal with weft's settings,
-// stopped when the test ends.
-func startDevServer(t *testing.T) client.Client {
-	t.Helper()
-	bin := testinfra.TemporalBinary()
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is required (run `make bin/temporal`): %v", bin, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath:  bin,
-		ClientOptions: &client.Options{Namespace: "default"},
-		LogLevel:      "error",
-		ExtraArgs:     append(devserver.ExtraArgs(), devserver.SearchAttributeArgs()...),
-		Stdout:        os.Stderr,
-		Stderr:        os.Stderr,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = srv.Stop() })
-	return srv.Client()
-}
-
 func newContractHarness(t *testing.T) *contractHarness {
 	t.Helper()
-	tc := startDevServer(t)
+	tc := testinfra.OwnTemporal(t).Client()
 	st := testinfra.NewStore(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	queue := "openapi-" + uuid.NewString()
-	keys, err := auth.NewKeys("openapi-contract-secret-0123456789")
-	require.NoError(t, err)
+	keys := testinfra.Keys(t, "openapi-contract-secret-0123456789")
 	cfg, err := config.FromEnv(func(string) string { return "" })
 	require.NoError(t, err)
 	cfg.TaskQueue, cfg.DatabaseURL = queue, ""
 
 	m := metrics.New()
 	require.NoError(t, m.RegisterRuns(st.Pool, 0, logger))
-	w := sdkworker.New(tc, queue, worker.Options(logger))
-	require.NoError(t, worker.Register(w, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m}))
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	inproc.Worker(t, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m})
 	runs, err := starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test",
 		Namespace: "default", Logger: logger})
 	require.NoError(t, err)
@@ -108,9 +77,7 @@ func newContractHarness(t *testing.T) *contractHarness {
 
 func (c *contractHarness) mint(tenant, sub string, scopes ...string) string {
 	c.t.Helper()
-	tok, err := c.keys.Mint(auth.Principal{Tenant: tenant, Sub: sub, Scopes: scopes, Name: "Alice"}, time.Hour)
-	require.NoError(c.t, err)
-	return tok
+	return testinfra.TokenFor(c.t, c.keys, auth.Principal{Tenant: tenant, Sub: sub, Scopes: scopes, Name: "Alice"})
 }
 
 // call describes one request.

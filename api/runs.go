@@ -115,19 +115,12 @@ func (s *Server) enqueueRun(c echo.Context) error {
 // decodeStrict decodes exactly one JSON object with no unknown fields from
 // a JSON body (no Content-Type counts as JSON) of at most limit bytes.
 func decodeStrict(c echo.Context, limit int64, v any) error {
-	if ct := c.Request().Header.Get(echo.HeaderContentType); strings.TrimSpace(ct) != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
-			return failure.New(CodeUnsupportedMediaType, "Content-Type %q is not supported; use application/json", ct)
-		}
+	if err := requireJSONContentType(c); err != nil {
+		return err
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return failure.New(failure.CodeDocumentTooLarge, "the request body exceeds %d bytes", limit)
-	}
+	data, err := readBodyAtMost(c, limit)
 	if err != nil {
-		return failure.Wrap(err, failure.CodeInvalidRequest, "the request body could not be read")
+		return err
 	}
 	if !json.Valid(data) {
 		return failure.New(failure.CodeInvalidJSON, "the request body is not valid JSON")
@@ -138,6 +131,32 @@ func decodeStrict(c echo.Context, limit int64, v any) error {
 		return failure.New(failure.CodeInvalidRequest, "the request body does not match the expected shape: %s", err.Error())
 	}
 	return nil
+}
+
+// requireJSONContentType refuses a request whose Content-Type is set and is
+// not JSON (application/json or +json) with 415.
+func requireJSONContentType(c echo.Context) error {
+	if ct := c.Request().Header.Get(echo.HeaderContentType); strings.TrimSpace(ct) != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
+			return failure.New(CodeUnsupportedMediaType, "Content-Type %q is not supported; use application/json", ct)
+		}
+	}
+	return nil
+}
+
+// readBodyAtMost reads the whole request body: more than limit bytes is 413
+// DOCUMENT_TOO_LARGE.
+func readBodyAtMost(c echo.Context, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, failure.New(failure.CodeDocumentTooLarge, "the request body exceeds %d bytes", limit)
+	}
+	if err != nil {
+		return nil, failure.Wrap(err, failure.CodeInvalidRequest, "the request body could not be read")
+	}
+	return data, nil
 }
 
 // runBody is a run as the API shows it (SPEC §10).

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -65,6 +66,20 @@ func (b *bridgeRoutes) service() (*bridges.Service, error) {
 	return b.svc, nil
 }
 
+// workflowService returns the bridge service and the validated {key} path
+// parameter of a /v1/workflows/{key}/... bridge route.
+func (b *bridgeRoutes) workflowService(c echo.Context) (*bridges.Service, string, error) {
+	svc, err := b.service()
+	if err != nil {
+		return nil, "", err
+	}
+	key, err := workflowPathKey(c)
+	if err != nil {
+		return nil, "", err
+	}
+	return svc, key, nil
+}
+
 // registerScheduleRoutes adds /v1/workflows/{key}/schedules. SPEC §10
 // lists POST/GET/DELETE on the collection; a schedule is deleted with its id
 // in the path (DELETE .../schedules/{id}) or, equivalently, in the query
@@ -88,11 +103,7 @@ type createScheduleBody struct {
 }
 
 func (b *bridgeRoutes) createSchedule(c echo.Context) error {
-	svc, err := b.service()
-	if err != nil {
-		return err
-	}
-	key, err := workflowPathKey(c)
+	svc, key, err := b.workflowService(c)
 	if err != nil {
 		return err
 	}
@@ -145,40 +156,42 @@ func (b *bridgeRoutes) nextCursor(scope string, createdAt time.Time, id string) 
 // listSchedules lists the workflow's schedules, oldest first, each with
 // Temporal's next action times and its last refused firing (lastRefusal).
 func (b *bridgeRoutes) listSchedules(c echo.Context) error {
-	svc, err := b.service()
+	svc, key, err := b.workflowService(c)
 	if err != nil {
 		return err
 	}
-	key, err := workflowPathKey(c)
-	if err != nil {
-		return err
-	}
+	return listBridgePage(b, c, "schedules", key, svc.ListSchedules,
+		func(v bridges.ScheduleView) (time.Time, string) { return v.CreatedAt, v.ScheduleID })
+}
+
+// listBridgePage answers one page of a workflow's schedules or webhooks
+// (plural): fetch lists them after a position, position gives an item's.
+func listBridgePage[T any](b *bridgeRoutes, c echo.Context, plural, key string,
+	fetch func(ctx context.Context, tenantID, workflowKey string, after *store.BridgeCursor, limit int) ([]T, error),
+	position func(T) (time.Time, string),
+) error {
 	p := principal(c)
-	scope := cursorScope("schedules", p.Tenant, key)
+	scope := cursorScope(plural, p.Tenant, key)
 	limit, after, err := b.bridgePage(c, scope)
 	if err != nil {
 		return err
 	}
-	items, err := svc.ListSchedules(c.Request().Context(), p.Tenant, key, after, limit+1)
+	items, err := fetch(c.Request().Context(), p.Tenant, key, after, limit+1)
 	if err != nil {
 		return err
 	}
 	next := ""
 	if len(items) > limit {
 		items = items[:limit]
-		last := items[limit-1]
-		next = b.nextCursor(scope, last.CreatedAt, last.ScheduleID)
+		createdAt, id := position(items[limit-1])
+		next = b.nextCursor(scope, createdAt, id)
 	}
-	return list(c, "schedules", items, next)
+	return list(c, plural, items, next)
 }
 
 // getSchedule returns one schedule with its recent refusals.
 func (b *bridgeRoutes) getSchedule(c echo.Context) error {
-	svc, err := b.service()
-	if err != nil {
-		return err
-	}
-	key, err := workflowPathKey(c)
+	svc, key, err := b.workflowService(c)
 	if err != nil {
 		return err
 	}
@@ -192,11 +205,7 @@ func (b *bridgeRoutes) getSchedule(c echo.Context) error {
 // deleteSchedule withdraws a schedule: 204, or 404 for a missing, deleted
 // or foreign one.
 func (b *bridgeRoutes) deleteSchedule(c echo.Context) error {
-	svc, err := b.service()
-	if err != nil {
-		return err
-	}
-	key, err := workflowPathKey(c)
+	svc, key, err := b.workflowService(c)
 	if err != nil {
 		return err
 	}

@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -149,11 +147,8 @@ func (s *Server) resolveVariables(c echo.Context) error {
 // at most maxResolveBodyBytes.
 func readResolveBody(c echo.Context) ([]byte, error) {
 	r := c.Request()
-	if ct := r.Header.Get(echo.HeaderContentType); strings.TrimSpace(ct) != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
-			return nil, failure.New(CodeUnsupportedMediaType, "Content-Type %q is not supported; use application/json", ct)
-		}
+	if err := requireJSONContentType(c); err != nil {
+		return nil, err
 	}
 	tooLarge := failure.New(failure.CodeDocumentTooLarge, "the request body is larger than %d bytes", maxResolveBodyBytes).
 		WithDetails(map[string]any{"limit": maxResolveBodyBytes})

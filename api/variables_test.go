@@ -45,8 +45,7 @@ func newVarHarness(t *testing.T, lookup variables.AgentLookup) *varHarness {
 	t.Helper()
 	reg, err := variables.Builtin(lookup)
 	require.NoError(t, err)
-	keys, err := auth.NewKeys("variables-test-secret-0123456789")
-	require.NoError(t, err)
+	keys := testinfra.Keys(t, "variables-test-secret-0123456789")
 	logs := &bytes.Buffer{}
 	e := api.New(api.Deps{Store: testinfra.NewStore(t), Keys: keys, Variables: reg,
 		Resolver: &catalog.Resolver{Templates: graphcheck.New(reg)},
@@ -62,9 +61,7 @@ func (h *varHarness) token(p auth.Principal) string {
 	if p.Sub == "" {
 		p.Sub = "alice"
 	}
-	tok, err := h.keys.Mint(p, time.Hour)
-	require.NoError(h.t, err)
-	return tok
+	return testinfra.TokenFor(h.t, h.keys, p)
 }
 
 func (h *varHarness) tokenWith(scopes ...string) string {

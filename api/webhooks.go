@@ -3,9 +3,8 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -29,21 +28,13 @@ func (s *Server) registerWebhookRoutes(e *echo.Echo, g *echo.Group) {
 // createWebhook answers 201 {webhookId, secret, url, ...}; the secret is
 // shown this once. The body is empty or {}.
 func (b *bridgeRoutes) createWebhook(c echo.Context) error {
-	svc, err := b.service()
+	svc, key, err := b.workflowService(c)
 	if err != nil {
 		return err
 	}
-	key, err := workflowPathKey(c)
+	data, err := readBodyAtMost(c, maxWebhookCreateBodySize)
 	if err != nil {
 		return err
-	}
-	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxWebhookCreateBodySize))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return failure.New(failure.CodeDocumentTooLarge, "the request body exceeds %d bytes", maxWebhookCreateBodySize)
-	}
-	if err != nil {
-		return failure.Wrap(err, failure.CodeInvalidRequest, "the request body could not be read")
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
 		var none struct{}
@@ -63,39 +54,16 @@ func (b *bridgeRoutes) createWebhook(c echo.Context) error {
 // listWebhooks lists the workflow's webhooks (never their secrets), each
 // with its last refused delivery.
 func (b *bridgeRoutes) listWebhooks(c echo.Context) error {
-	svc, err := b.service()
+	svc, key, err := b.workflowService(c)
 	if err != nil {
 		return err
 	}
-	key, err := workflowPathKey(c)
-	if err != nil {
-		return err
-	}
-	p := principal(c)
-	scope := cursorScope("webhooks", p.Tenant, key)
-	limit, after, err := b.bridgePage(c, scope)
-	if err != nil {
-		return err
-	}
-	items, err := svc.ListWebhooks(c.Request().Context(), p.Tenant, key, after, limit+1)
-	if err != nil {
-		return err
-	}
-	next := ""
-	if len(items) > limit {
-		items = items[:limit]
-		last := items[limit-1]
-		next = b.nextCursor(scope, last.CreatedAt, last.WebhookID)
-	}
-	return list(c, "webhooks", items, next)
+	return listBridgePage(b, c, "webhooks", key, svc.ListWebhooks,
+		func(v bridges.WebhookView) (time.Time, string) { return v.CreatedAt, v.WebhookID })
 }
 
 func (b *bridgeRoutes) deleteWebhook(c echo.Context) error {
-	svc, err := b.service()
-	if err != nil {
-		return err
-	}
-	key, err := workflowPathKey(c)
+	svc, key, err := b.workflowService(c)
 	if err != nil {
 		return err
 	}
@@ -123,13 +91,9 @@ func (b *bridgeRoutes) deliverWebhook(c echo.Context) error {
 		return err
 	}
 	req := c.Request()
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, bridges.MaxWebhookBody))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return failure.New(failure.CodeDocumentTooLarge, "the request body exceeds %d bytes", bridges.MaxWebhookBody)
-	}
+	body, err := readBodyAtMost(c, bridges.MaxWebhookBody)
 	if err != nil {
-		return failure.Wrap(err, failure.CodeInvalidRequest, "the request body could not be read")
+		return err
 	}
 	acc, err := svc.Deliver(req.Context(), bridges.Delivery{
 		WebhookID: c.Param("id"),

@@ -37,19 +37,23 @@ func (s *Server) registerWorkflowRoutes(g *echo.Group) {
 	g.GET("/workflows/:key/revisions/:n", s.getWorkflowRevision, read)
 }
 
-// workflowKeyPattern is the workflow key syntax: short, lowercase, URL- and
-// search-attribute-safe.
-var workflowKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+// keyPattern is the syntax of workflow and agent keys: short, lowercase,
+// URL- and search-attribute-safe.
+var keyPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
-// checkWorkflowKey refuses a malformed key before any lookup.
-func checkWorkflowKey(key string) error {
-	if !workflowKeyPattern.MatchString(key) {
+// checkKey refuses a malformed key of a kind ("workflow", "agent") before
+// any lookup.
+func checkKey(kind, key string) error {
+	if !keyPattern.MatchString(key) {
 		return failure.New(failure.CodeInvalidKey,
-			"workflow key must match %s (lowercase letter first, then lowercase letters, digits or '-', at most 63)",
-			workflowKeyPattern).WithDetails(map[string]any{"key": key})
+			"%s key must match %s (lowercase letter first, then lowercase letters, digits or '-', at most 63)",
+			kind, keyPattern).WithDetails(map[string]any{"key": key})
 	}
 	return nil
 }
+
+// checkWorkflowKey refuses a malformed workflow key.
+func checkWorkflowKey(key string) error { return checkKey("workflow", key) }
 
 // workflowPathKey returns the validated {key} path parameter.
 func workflowPathKey(c echo.Context) (string, error) {

@@ -38,8 +38,7 @@ type wfHarness struct {
 func newWFHarness(t *testing.T) *wfHarness {
 	t.Helper()
 	st := testinfra.NewStore(t)
-	keys, err := auth.NewKeys("workflows-test-secret-0123456789")
-	require.NoError(t, err)
+	keys := testinfra.Keys(t, "workflows-test-secret-0123456789")
 	h := &wfHarness{t: t, st: st, keys: keys,
 		e: api.New(api.Deps{Store: st, Keys: keys, Resolver: &catalog.Resolver{},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})}
@@ -49,65 +48,19 @@ func newWFHarness(t *testing.T) *wfHarness {
 
 func (h *wfHarness) mint(tenant, sub string, scopes ...string) string {
 	h.t.Helper()
-	tok, err := h.keys.Mint(auth.Principal{Tenant: tenant, Sub: sub, Scopes: scopes}, time.Hour)
-	require.NoError(h.t, err)
-	return tok
+	return testinfra.Token(h.t, h.keys, tenant, sub, scopes...)
 }
 
 // wfResponse is a recorded response.
-type wfResponse struct {
-	Status int
-	Body   []byte
-	Header http.Header
-}
-
-// JSON decodes the body into a generic value.
-func (r wfResponse) JSON(t *testing.T) map[string]any {
-	t.Helper()
-	var v map[string]any
-	require.NoError(t, json.Unmarshal(r.Body, &v), "body: %s", r.Body)
-	return v
-}
-
-// Code is the error code of an error response.
-func (r wfResponse) Code(t *testing.T) string {
-	t.Helper()
-	e, _ := r.JSON(t)["error"].(map[string]any)
-	require.NotNil(t, e, "not an error body: %s", r.Body)
-	code, _ := e["code"].(string)
-	return code
-}
+type wfResponse = testinfra.Response
 
 // do sends a request with token (none when empty) and a JSON body (none when nil).
 func (h *wfHarness) do(method, path, token string, body any) wfResponse {
 	h.t.Helper()
-	var r io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		r = bytes.NewReader(b)
-	case string:
-		r = strings.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		require.NoError(h.t, err)
-		r = bytes.NewReader(raw)
-	}
-	req := httptest.NewRequest(method, path, r)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	return h.serve(req)
+	return h.serve(testinfra.NewRequest(h.t, method, path, token, body))
 }
 
-func (h *wfHarness) serve(req *http.Request) wfResponse {
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	return wfResponse{Status: rec.Code, Body: rec.Body.Bytes(), Header: rec.Header()}
-}
+func (h *wfHarness) serve(req *http.Request) wfResponse { return testinfra.Serve(h.e, req) }
 
 // create makes workflow key with graph and requires 201.
 func (h *wfHarness) create(key string, graph json.RawMessage) {

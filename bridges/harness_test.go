@@ -1,15 +1,11 @@
 package bridges_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,50 +13,25 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testinfra.StopTemporal()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testinfra.Main(m) }
 
 const jwtSecret = "bridges-test-secret-0123456789abcdef"
 
-// itemGraph is input → core.echo@1 → output; its input needs {"id": string}.
-const itemGraph = `{
-  "schemaVersion": 1,
-  "schemas": {"Item": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string", "minLength": 1}}}},
-  "nodes": [
-    {"id": "in", "kind": "input", "outputs": {"out": "Item"}},
-    {"id": "echo", "kind": "action", "inputs": {"in": "Item"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
-    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
-  ],
-  "edges": [{"from": "in.out", "to": "echo.in"}, {"from": "echo.out", "to": "out.in"}]
-}`
-
-// notesGraph writes a note, so its runs need notes.write.
-const notesGraph = `{
-  "schemaVersion": 1,
-  "nodes": [
-    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
-    {"id": "save", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"},
-     "action": {"id": "workspace.notes.write", "version": 1},
-     "mapping": {"title": {"literal": "t"}, "body": {"pointer": "/in"}}},
-    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
-  ],
-  "edges": [{"from": "in.out", "to": "save.in"}, {"from": "save.out", "to": "out.in"}]
-}`
+// itemGraph is input → core.echo@1 → output; notesGraph writes a note, so
+// its runs need notes.write.
+const itemGraph, notesGraph = testinfra.ItemGraph, testinfra.NotesGraph
 
 // env is one test's world: a fresh database, the shared dev server, a task
 // queue of its own polled by an in-process worker registering exactly what
@@ -82,29 +53,22 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	tsrv, err := testinfra.SharedTemporal()
-	require.NoError(t, err)
-	tc, err := tsrv.NewClient()
-	require.NoError(t, err)
-	t.Cleanup(tc.Close)
+	_, tc := testinfra.SharedClient(t)
 	st := testinfra.NewStore(t)
 	v := &env{t: t, st: st, tc: tc, queue: "bridges-" + uuid.NewString(),
 		tenant: "tenant-" + uuid.NewString()[:8], other: "other-" + uuid.NewString()[:8],
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
-	v.keys, err = auth.NewKeys(jwtSecret)
-	require.NoError(t, err)
+	v.keys = testinfra.Keys(t, jwtSecret)
+	var err error
 	v.starter, err = starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: v.queue, Namespace: "default", Logger: v.log})
 	require.NoError(t, err)
 
 	// The production registration: interpreter, ScheduledEnqueue, node
 	// activities and the schedule-firing activity.
-	w := sdkworker.New(tc, v.queue, worker.Options(v.log))
-	require.NoError(t, worker.Register(w, worker.Deps{
+	inproc.Worker(t, worker.Deps{
 		Config: config.Config{TaskQueue: v.queue, TemporalNamespace: "default"},
 		Store:  st, Temporal: tc, Logger: v.log,
-	}))
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	})
 
 	// No Deps.Bridges: the API builds the service itself from the config
 	// (task queue; WebhookKey empty, so derived from the JWT secret), as
@@ -119,62 +83,19 @@ func newEnv(t *testing.T) *env {
 
 func (v *env) mint(tenant, sub string, scopes ...string) string {
 	v.t.Helper()
-	tok, err := v.keys.Mint(auth.Principal{Tenant: tenant, Sub: sub, Scopes: scopes}, time.Hour)
-	require.NoError(v.t, err)
-	return tok
+	return testinfra.Token(v.t, v.keys, tenant, sub, scopes...)
 }
 
-type response struct {
-	Status int
-	Body   []byte
-}
-
-func (r response) JSON(t *testing.T) map[string]any {
-	t.Helper()
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(r.Body, &m), "body (%d): %s", r.Status, r.Body)
-	return m
-}
-
-func (r response) Code(t *testing.T) string {
-	t.Helper()
-	e, _ := r.JSON(t)["error"].(map[string]any)
-	require.NotNil(t, e, "not an error body (%d): %s", r.Status, r.Body)
-	c, _ := e["code"].(string)
-	return c
-}
+type response = testinfra.Response
 
 // request sends one request through the API in process.
-func (v *env) request(req *http.Request) response {
-	rec := httptest.NewRecorder()
-	v.e.ServeHTTP(rec, req)
-	return response{Status: rec.Code, Body: rec.Body.Bytes()}
-}
+func (v *env) request(req *http.Request) response { return testinfra.Serve(v.e, req) }
 
 // do sends a request with a bearer token (none when empty); body is
 // marshalled unless it is a string or []byte.
 func (v *env) do(method, path, token string, body any) response {
 	v.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		require.NoError(v.t, err)
-		rd = bytes.NewReader(raw)
-	}
-	req := httptest.NewRequest(method, path, rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	return v.request(req)
+	return v.request(testinfra.NewRequest(v.t, method, path, token, body))
 }
 
 // publish creates workflow key with doc through the API and publishes it.

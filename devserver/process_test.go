@@ -13,22 +13,10 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/internal/testinfra"
 )
-
-// freePort asks the kernel for a free TCP port on the loopback interface.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 func requireBinary(t *testing.T) string {
 	t.Helper()
@@ -63,7 +51,7 @@ func TestArgs(t *testing.T) {
 func TestStartStop(t *testing.T) {
 	bin := requireBinary(t)
 	dir := t.TempDir()
-	port, uiPort := freePort(t), freePort(t)
+	port, uiPort := testinfra.FreePort(t), testinfra.FreePort(t)
 	ctx := context.Background()
 	p, err := devserver.Start(ctx, devserver.Options{
 		Binary: bin, DataDir: dir, Port: port, UIPort: uiPort, Namespace: "weft-test",
@@ -128,7 +116,7 @@ func TestStartRefusesBusyPort(t *testing.T) {
 	defer l.Close()
 	busy := l.Addr().(*net.TCPAddr).Port
 	_, err = devserver.Start(context.Background(), devserver.Options{
-		Binary: bin, DataDir: t.TempDir(), Port: busy, UIPort: freePort(t),
+		Binary: bin, DataDir: t.TempDir(), Port: busy, UIPort: testinfra.FreePort(t),
 	})
 	if err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("Start on a busy port: err = %v, want a port-in-use error", err)
@@ -137,7 +125,7 @@ func TestStartRefusesBusyPort(t *testing.T) {
 
 func TestStartMissingBinary(t *testing.T) {
 	_, err := devserver.Start(context.Background(), devserver.Options{
-		Binary: "/nonexistent/temporal", DataDir: t.TempDir(), Port: freePort(t), UIPort: freePort(t),
+		Binary: "/nonexistent/temporal", DataDir: t.TempDir(), Port: testinfra.FreePort(t), UIPort: testinfra.FreePort(t),
 	})
 	if err == nil || !strings.Contains(err.Error(), "make bin/temporal") {
 		t.Fatalf("err = %v, want a hint to build bin/temporal", err)
@@ -149,7 +137,7 @@ func TestStartReportsEarlyExit(t *testing.T) {
 	// quickly instead of waiting for the timeout.
 	start := time.Now()
 	_, err := devserver.Start(context.Background(), devserver.Options{
-		Binary: "/bin/false", DataDir: t.TempDir(), Port: freePort(t), UIPort: freePort(t),
+		Binary: "/bin/false", DataDir: t.TempDir(), Port: testinfra.FreePort(t), UIPort: testinfra.FreePort(t),
 		StartTimeout: 30 * time.Second,
 	})
 	if err == nil || !strings.Contains(err.Error(), "exited during start") {
@@ -164,21 +152,9 @@ func TestStartReportsEarlyExit(t *testing.T) {
 // search attributes, as a self-hosted cluster would be, and checks the
 // worker's path: missing ones are reported, then registered.
 func TestRegisterSearchAttributes(t *testing.T) {
-	bin := requireBinary(t)
+	srv := testinfra.BareTemporal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath:  bin,
-		ClientOptions: &client.Options{Namespace: "default"},
-		LogLevel:      "error",
-		ExtraArgs:     devserver.ExtraArgs(),
-		Stdout:        os.Stderr,
-		Stderr:        os.Stderr,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
 	c := srv.Client()
 
 	missing, err := devserver.MissingSearchAttributes(ctx, c, "default")

@@ -28,6 +28,7 @@ import (
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
 	"github.com/weftworks/weft/workflows"
@@ -340,23 +341,8 @@ func TestOpenAIProviderEndToEndNeverRecordsTheKey(t *testing.T) {
 	require.Positive(t, payloads)
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent log writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer = testinfra.SyncBuffer
 
 func TestWorkerRefusesToStartWithAChangedContract(t *testing.T) {
 	t.Parallel()

@@ -16,22 +16,15 @@ import (
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/starter"
 )
 
 // These tests drive the run routes without a worker: runs stay queued in
 // Temporal, which is all enqueue, idempotency, refusals and isolation need.
 
-const itemGraph = `{
-  "schemaVersion": 1,
-  "schemas": {"Item": {"type": "object", "required": ["id"], "properties": {"id": {"type": "string", "minLength": 1}}}},
-  "nodes": [
-    {"id": "in", "kind": "input", "outputs": {"out": "Item"}},
-    {"id": "echo", "kind": "action", "inputs": {"in": "Item"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
-    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
-  ],
-  "edges": [{"from": "in.out", "to": "echo.in"}, {"from": "echo.out", "to": "out.in"}]
-}`
+// itemGraph is input → core.echo@1 → output; its input needs {"id": string}.
+const itemGraph = testinfra.ItemGraph
 
 // notesGraph writes one note from its input.
 const notesGraph = `{

@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +21,7 @@ import (
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
@@ -38,9 +36,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperWorkerEnv) != "" {
 		os.Exit(runHelperWorker())
 	}
-	code := m.Run()
-	testinfra.StopTemporal()
-	os.Exit(code)
+	testinfra.Main(m)
 }
 
 // runHelperWorker is a worker process inside the test binary:
@@ -62,7 +58,7 @@ func runHelperWorker() int {
 	if err != nil {
 		return fail(err)
 	}
-	w, err := newWorker(tc, st, cfg, logger)
+	w, err := inproc.NewWorker(worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger})
 	if err != nil {
 		return fail(err)
 	}
@@ -70,17 +66,6 @@ func runHelperWorker() int {
 		return fail(err)
 	}
 	return 0
-}
-
-// newWorker builds a worker on cfg.TaskQueue exactly as production does:
-// worker.Options, and worker.Register for the interpreter and every
-// activity with its real dependencies.
-func newWorker(tc client.Client, st *store.Store, cfg config.Config, logger *slog.Logger) (sdkworker.Worker, error) {
-	w := sdkworker.New(tc, cfg.TaskQueue, worker.Options(logger))
-	if err := worker.Register(w, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger}); err != nil {
-		return nil, err
-	}
-	return w, nil
 }
 
 const jwtSecret = "e2e-test-secret-0123456789abcdef"
@@ -107,11 +92,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	tsrv, err := testinfra.SharedTemporal()
-	require.NoError(t, err)
-	tc, err := tsrv.NewClient()
-	require.NoError(t, err)
-	t.Cleanup(tc.Close)
+	tsrv, tc := testinfra.SharedClient(t)
 	dbURL := testinfra.NewDatabase(t)
 	st, err := store.Open(context.Background(), dbURL)
 	require.NoError(t, err)
@@ -124,8 +105,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	e.cfg.DatabaseURL, e.cfg.TemporalAddress, e.cfg.TaskQueue, e.cfg.JWTSecret = dbURL, tsrv.HostPort, e.queue, jwtSecret
 	e.cfg.TemporalUIURL = "http://ui.test"
-	e.keys, err = auth.NewKeys(jwtSecret)
-	require.NoError(t, err)
+	e.keys = testinfra.Keys(t, jwtSecret)
 	// What cmd/weft wires in production: one variable registry and one
 	// resolver shared by publication and the starter, so a simulated draft
 	// compiles exactly as it would publish and templates are checked.
@@ -146,71 +126,21 @@ func newEnv(t *testing.T) *env {
 // exactly what production registers.
 func (e *env) startWorker() sdkworker.Worker {
 	e.t.Helper()
-	w, err := newWorker(e.tc, e.st, e.cfg, e.log)
-	require.NoError(e.t, err)
-	require.NoError(e.t, w.Start())
-	e.t.Cleanup(w.Stop)
-	return w
+	return inproc.Worker(e.t, worker.Deps{Config: e.cfg, Store: e.st, Temporal: e.tc, Logger: e.log})
 }
 
 func (e *env) mint(tenant, sub string, scopes ...string) string {
 	e.t.Helper()
-	tok, err := e.keys.Mint(auth.Principal{Tenant: tenant, Sub: sub, Scopes: scopes}, time.Hour)
-	require.NoError(e.t, err)
-	return tok
+	return testinfra.Token(e.t, e.keys, tenant, sub, scopes...)
 }
 
 // response is one HTTP answer.
-type response struct {
-	Status int
-	Body   []byte
-}
-
-func (r response) JSON(t *testing.T) map[string]any {
-	t.Helper()
-	var v map[string]any
-	require.NoError(t, json.Unmarshal(r.Body, &v), "body: %s", r.Body)
-	return v
-}
-
-// Code is the error code of an error answer.
-func (r response) Code(t *testing.T) string {
-	t.Helper()
-	e, _ := r.JSON(t)["error"].(map[string]any)
-	require.NotNil(t, e, "not an error body (%d): %s", r.Status, r.Body)
-	code, _ := e["code"].(string)
-	return code
-}
+type response = testinfra.Response
 
 // do sends one request; body is marshalled unless it is a string or []byte.
 func (e *env) do(method, path, token string, body any) response {
 	e.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		raw, err := json.Marshal(b)
-		require.NoError(e.t, err)
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
-	require.NoError(e.t, err)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	require.NoError(e.t, err)
-	return response{Status: res.StatusCode, Body: data}
+	return testinfra.Do(e.t, e.srv.URL, method, path, token, body)
 }
 
 // publish creates (or redrafts) workflow key with doc through the API and

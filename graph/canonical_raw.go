@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"slices"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
@@ -51,16 +50,7 @@ type rawCanon struct {
 	scratch, tmp []byte
 }
 
-func (r *rawCanon) ws() {
-	for r.pos < len(r.src) {
-		switch r.src[r.pos] {
-		case ' ', '\t', '\n', '\r':
-			r.pos++
-		default:
-			return
-		}
-	}
-}
+func (r *rawCanon) ws() { r.pos = skipWS(r.src, r.pos) }
 
 // value canonicalizes one value at r.pos; false means "take the reference
 // route" (nothing is reported: the reference produces the error).
@@ -106,45 +96,9 @@ func (r *rawCanon) literal(lit string) bool {
 // everything else goes through float64, as RFC 8785 prescribes.
 func (r *rawCanon) number() bool {
 	start := r.pos
-	p := r.pos
-	if p < len(r.src) && r.src[p] == '-' {
-		p++
-	}
-	switch {
-	case p < len(r.src) && r.src[p] == '0':
-		p++
-	case p < len(r.src) && r.src[p] >= '1' && r.src[p] <= '9':
-		for p < len(r.src) && r.src[p] >= '0' && r.src[p] <= '9' {
-			p++
-		}
-	default:
+	p, integer, ok := scanNumber(r.src, start)
+	if !ok {
 		return false
-	}
-	integer := true
-	if p < len(r.src) && r.src[p] == '.' {
-		integer = false
-		p++
-		d := p
-		for p < len(r.src) && r.src[p] >= '0' && r.src[p] <= '9' {
-			p++
-		}
-		if p == d {
-			return false
-		}
-	}
-	if p < len(r.src) && (r.src[p] == 'e' || r.src[p] == 'E') {
-		integer = false
-		p++
-		if p < len(r.src) && (r.src[p] == '+' || r.src[p] == '-') {
-			p++
-		}
-		d := p
-		for p < len(r.src) && r.src[p] >= '0' && r.src[p] <= '9' {
-			p++
-		}
-		if p == d {
-			return false
-		}
 	}
 	r.pos = p
 	tok := r.src[start:p]
@@ -168,124 +122,14 @@ func (r *rawCanon) number() bool {
 	return true
 }
 
-// string reads a JSON string at r.pos and returns its unescaped content: a
-// slice of the source when it has no escapes, else (escaped) of r.scratch,
-// valid until the next call. ok is false for malformed strings, invalid
-// UTF-8 and unpaired surrogate escapes.
-func (r *rawCanon) string() (s []byte, escaped, ok bool) {
-	p := r.pos + 1
-	start := p
-	for {
-		if p >= len(r.src) {
-			return nil, false, false
-		}
-		c := r.src[p]
-		if c == '"' {
-			s = r.src[start:p]
-			if !utf8.Valid(s) {
-				return nil, false, false
-			}
-			r.pos = p + 1
-			return s, false, true
-		}
-		if c == '\\' {
-			break
-		}
-		if c < 0x20 {
-			return nil, false, false
-		}
-		p++
+// string reads the JSON string at r.pos (see scanString); s is valid until
+// the next call.
+func (r *rawCanon) string() ([]byte, bool, bool) {
+	s, end, escaped, ok := scanString(r.src, r.pos, &r.scratch)
+	if ok {
+		r.pos = end
 	}
-	if !utf8.Valid(r.src[start:p]) {
-		return nil, false, false
-	}
-	out := append(r.scratch[:0], r.src[start:p]...)
-	for {
-		if p >= len(r.src) {
-			return nil, false, false
-		}
-		c := r.src[p]
-		switch {
-		case c == '"':
-			r.pos = p + 1
-			r.scratch = out
-			return out, true, true
-		case c < 0x20:
-			return nil, false, false
-		case c != '\\':
-			n := p + 1
-			for n < len(r.src) && r.src[n] != '"' && r.src[n] != '\\' && r.src[n] >= 0x20 {
-				n++
-			}
-			if !utf8.Valid(r.src[p:n]) {
-				return nil, false, false
-			}
-			out = append(out, r.src[p:n]...)
-			p = n
-			continue
-		}
-		if p+1 >= len(r.src) {
-			return nil, false, false
-		}
-		switch r.src[p+1] {
-		case '"', '\\', '/':
-			out = append(out, r.src[p+1])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			u, ok := hex4(r.src, p+2)
-			if !ok {
-				return nil, false, false
-			}
-			rn := rune(u)
-			if utf16.IsSurrogate(rn) {
-				if rn >= 0xDC00 || p+11 >= len(r.src) || r.src[p+6] != '\\' || r.src[p+7] != 'u' {
-					return nil, false, false
-				}
-				lo, ok := hex4(r.src, p+8)
-				if !ok || lo < 0xDC00 || lo > 0xDFFF {
-					return nil, false, false
-				}
-				rn = utf16.DecodeRune(rn, rune(lo))
-				p += 6
-			}
-			out = utf8.AppendRune(out, rn)
-			p += 4
-		default:
-			return nil, false, false
-		}
-		p += 2
-	}
-}
-
-// hex4 parses the four hex digits at src[i:i+4].
-func hex4(src []byte, i int) (uint16, bool) {
-	if i+4 > len(src) {
-		return 0, false
-	}
-	var u uint16
-	for _, c := range src[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		u = u<<4 | uint16(c)
-	}
-	return u, true
+	return s, escaped, ok
 }
 
 func (r *rawCanon) array() bool {
@@ -294,33 +138,40 @@ func (r *rawCanon) array() bool {
 	}
 	r.pos++
 	r.e.buf = append(r.e.buf, '[')
-	r.ws()
-	if r.pos < len(r.src) && r.src[r.pos] == ']' {
-		r.pos++
-	} else {
-		for {
-			r.ws()
-			if !r.value() {
-				return false
-			}
-			r.ws()
-			if r.pos >= len(r.src) {
-				return false
-			}
-			if r.src[r.pos] == ']' {
-				r.pos++
-				break
-			}
-			if r.src[r.pos] != ',' {
-				return false
-			}
-			r.pos++
-			r.e.buf = append(r.e.buf, ',')
+	for more := !r.consume(']'); more; {
+		r.ws()
+		if !r.value() {
+			return false
+		}
+		var ok bool
+		if more, ok = r.next(']'); !ok {
+			return false
 		}
 	}
 	r.e.buf = append(r.e.buf, ']')
 	r.depth--
 	return true
+}
+
+// consume skips whitespace and then c if it is next, reporting whether it
+// was.
+func (r *rawCanon) consume(c byte) bool {
+	r.ws()
+	if r.pos < len(r.src) && r.src[r.pos] == c {
+		r.pos++
+		return true
+	}
+	return false
+}
+
+// next reads what follows an element or member: a comma, which it writes
+// (more), or the closing byte; ok is false for anything else.
+func (r *rawCanon) next(closing byte) (more, ok bool) {
+	if r.consume(',') {
+		r.e.buf = append(r.e.buf, ',')
+		return true, true
+	}
+	return false, r.consume(closing)
 }
 
 // rawMember is one written member of an object being canonicalized: its
@@ -340,52 +191,35 @@ func (r *rawCanon) object() bool {
 	var mb [8]rawMember
 	members := mb[:0]
 	sorted := true
-	r.ws()
-	if r.pos < len(r.src) && r.src[r.pos] == '}' {
-		r.pos++
-	} else {
-		for {
-			r.ws()
-			if r.pos >= len(r.src) || r.src[r.pos] != '"' {
-				return false
-			}
-			name, escaped, ok := r.string()
-			if !ok {
-				return false
-			}
-			if escaped {
-				name = bytes.Clone(name) // in r.scratch, which the next string reuses
-			}
-			m := rawMember{name: name, start: len(r.e.buf)}
-			r.e.strBytes(name)
-			r.ws()
-			if r.pos >= len(r.src) || r.src[r.pos] != ':' {
-				return false
-			}
-			r.pos++
-			r.e.buf = append(r.e.buf, ':')
-			r.ws()
-			if !r.value() {
-				return false
-			}
-			m.end = len(r.e.buf)
-			if n := len(members); n > 0 && compareUTF16Bytes(members[n-1].name, m.name) >= 0 {
-				sorted = false
-			}
-			members = append(members, m)
-			r.ws()
-			if r.pos >= len(r.src) {
-				return false
-			}
-			if r.src[r.pos] == '}' {
-				r.pos++
-				break
-			}
-			if r.src[r.pos] != ',' {
-				return false
-			}
-			r.pos++
-			r.e.buf = append(r.e.buf, ',')
+	for more := !r.consume('}'); more; {
+		r.ws()
+		if r.pos >= len(r.src) || r.src[r.pos] != '"' {
+			return false
+		}
+		name, escaped, ok := r.string()
+		if !ok {
+			return false
+		}
+		if escaped {
+			name = bytes.Clone(name) // in r.scratch, which the next string reuses
+		}
+		m := rawMember{name: name, start: len(r.e.buf)}
+		r.e.strBytes(name)
+		if !r.consume(':') {
+			return false
+		}
+		r.e.buf = append(r.e.buf, ':')
+		r.ws()
+		if !r.value() {
+			return false
+		}
+		m.end = len(r.e.buf)
+		if n := len(members); n > 0 && compareUTF16Bytes(members[n-1].name, m.name) >= 0 {
+			sorted = false
+		}
+		members = append(members, m)
+		if more, ok = r.next('}'); !ok {
+			return false
 		}
 	}
 	if !sorted && !r.sortMembers(base, members) {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // This file is Decode's one-pass path: a strict decoder written for
@@ -48,16 +46,7 @@ func decodeFast(data []byte) (*Document, bool) {
 	return doc, true
 }
 
-func (d *fastDecoder) ws() {
-	for d.pos < len(d.src) {
-		switch d.src[d.pos] {
-		case ' ', '\t', '\n', '\r':
-			d.pos++
-		default:
-			return
-		}
-	}
-}
+func (d *fastDecoder) ws() { d.pos = skipWS(d.src, d.pos) }
 
 // peek returns the next byte after whitespace, or 0 at the end.
 func (d *fastDecoder) peek() byte {
@@ -132,89 +121,14 @@ func (d *fastDecoder) array(elem func() bool) bool {
 	}
 }
 
-// stringBytes reads a JSON string and returns its unescaped content: a
-// slice of the source when it has no escapes, else of d.scratch (valid
-// until the next call). Unpaired surrogate escapes are refused, as the
-// checking path refuses them.
+// stringBytes reads the JSON string at d.pos (see scanString); the content
+// is valid until the next call.
 func (d *fastDecoder) stringBytes() ([]byte, bool) {
-	p := d.pos + 1
-	start := p
-	for {
-		if p >= len(d.src) {
-			return nil, false
-		}
-		c := d.src[p]
-		if c == '"' {
-			d.pos = p + 1
-			return d.src[start:p], true
-		}
-		if c == '\\' {
-			break
-		}
-		if c < 0x20 {
-			return nil, false
-		}
-		p++
+	s, end, _, ok := scanString(d.src, d.pos, &d.scratch)
+	if ok {
+		d.pos = end
 	}
-	out := append(d.scratch[:0], d.src[start:p]...)
-	for {
-		if p >= len(d.src) {
-			return nil, false
-		}
-		c := d.src[p]
-		if c == '"' {
-			d.pos = p + 1
-			d.scratch = out
-			return out, true
-		}
-		if c < 0x20 {
-			return nil, false
-		}
-		if c != '\\' {
-			out = append(out, c)
-			p++
-			continue
-		}
-		if p+1 >= len(d.src) {
-			return nil, false
-		}
-		switch d.src[p+1] {
-		case '"', '\\', '/':
-			out = append(out, d.src[p+1])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			u, ok := hex4(d.src, p+2)
-			if !ok {
-				return nil, false
-			}
-			r := rune(u)
-			if utf16.IsSurrogate(r) {
-				if r >= 0xDC00 || p+11 >= len(d.src) || d.src[p+6] != '\\' || d.src[p+7] != 'u' {
-					return nil, false
-				}
-				lo, ok := hex4(d.src, p+8)
-				if !ok || lo < 0xDC00 || lo > 0xDFFF {
-					return nil, false
-				}
-				r = utf16.DecodeRune(r, rune(lo))
-				p += 6
-			}
-			out = utf8.AppendRune(out, r)
-			p += 4
-		default:
-			return nil, false
-		}
-		p += 2
-	}
+	return s, ok
 }
 
 // string reads a JSON string value.
@@ -228,45 +142,13 @@ func (d *fastDecoder) string() (string, bool) {
 
 // number reads a JSON number and returns its text.
 func (d *fastDecoder) number() ([]byte, bool) {
-	start, p := d.pos, d.pos
-	if p < len(d.src) && d.src[p] == '-' {
-		p++
-	}
-	switch {
-	case p < len(d.src) && d.src[p] == '0':
-		p++
-	case p < len(d.src) && d.src[p] >= '1' && d.src[p] <= '9':
-		for p < len(d.src) && d.src[p] >= '0' && d.src[p] <= '9' {
-			p++
-		}
-	default:
+	start := d.pos
+	end, _, ok := scanNumber(d.src, start)
+	if !ok {
 		return nil, false
 	}
-	if p < len(d.src) && d.src[p] == '.' {
-		p++
-		q := p
-		for p < len(d.src) && d.src[p] >= '0' && d.src[p] <= '9' {
-			p++
-		}
-		if p == q {
-			return nil, false
-		}
-	}
-	if p < len(d.src) && (d.src[p] == 'e' || d.src[p] == 'E') {
-		p++
-		if p < len(d.src) && (d.src[p] == '+' || d.src[p] == '-') {
-			p++
-		}
-		q := p
-		for p < len(d.src) && d.src[p] >= '0' && d.src[p] <= '9' {
-			p++
-		}
-		if p == q {
-			return nil, false
-		}
-	}
-	d.pos = p
-	return d.src[start:p], true
+	d.pos = end
+	return d.src[start:end], true
 }
 
 // int reads an integer (no fraction or exponent, within int64), as
@@ -394,302 +276,196 @@ func field(seen *uint32, bit uint) bool {
 	return true
 }
 
+// read stores the value that val reads in *dst and reports val's ok.
+func read[V any](dst *V, val func() (V, bool)) bool {
+	v, ok := val()
+	*dst = v
+	return ok
+}
+
+// arrayOf reads an array into *dst (never nil), reading each element with
+// val.
+func arrayOf[V any](d *fastDecoder, dst *[]V, val func() (V, bool)) bool {
+	*dst = []V{}
+	return d.array(func() bool {
+		v, ok := val()
+		*dst = append(*dst, v)
+		return ok
+	})
+}
+
+// mapOf reads an object with distinct keys into *dst, reading each value
+// with val.
+func mapOf[V any](d *fastDecoder, dst *map[string]V, val func() (V, bool)) bool {
+	m := map[string]V{}
+	*dst = m
+	return d.object(func(key []byte) bool {
+		if _, dup := m[string(key)]; dup {
+			return false
+		}
+		v, ok := val()
+		m[string(key)] = v
+		return ok
+	})
+}
+
 func (d *fastDecoder) document(doc *Document) bool {
 	var seen uint32
 	return d.object(func(key []byte) bool {
-		var ok bool
 		switch string(key) {
 		case "schemaVersion":
-			if ok = field(&seen, 0); ok {
-				doc.SchemaVersion, ok = d.int()
-			}
+			return field(&seen, 0) && read(&doc.SchemaVersion, d.int)
 		case "schemas":
-			if ok = field(&seen, 1); ok {
-				doc.Schemas, ok = d.rawMap()
-			}
+			return field(&seen, 1) && mapOf(d, &doc.Schemas, d.raw)
 		case "nodes":
-			if ok = field(&seen, 2); ok {
-				doc.Nodes = []Node{}
-				ok = d.array(func() bool {
-					doc.Nodes = append(doc.Nodes, Node{})
-					return d.node(&doc.Nodes[len(doc.Nodes)-1])
-				})
-			}
+			return field(&seen, 2) && arrayOf(d, &doc.Nodes, d.node)
 		case "edges":
-			if ok = field(&seen, 3); ok {
-				doc.Edges = []Edge{}
-				ok = d.array(func() bool {
-					doc.Edges = append(doc.Edges, Edge{})
-					return d.edge(&doc.Edges[len(doc.Edges)-1])
-				})
-			}
+			return field(&seen, 3) && arrayOf(d, &doc.Edges, d.edge)
 		case "toolsets":
-			if ok = field(&seen, 4); ok {
-				doc.Toolsets, ok = d.toolsets()
-			}
+			return field(&seen, 4) && mapOf(d, &doc.Toolsets, d.toolset)
 		case "tools":
-			if ok = field(&seen, 5); ok {
-				doc.Tools, ok = d.string()
-			}
+			return field(&seen, 5) && read(&doc.Tools, d.string)
 		}
-		return ok
+		return false
 	})
 }
 
-func (d *fastDecoder) node(n *Node) bool {
+func (d *fastDecoder) node() (Node, bool) {
+	var n Node
 	var seen uint32
-	return d.object(func(key []byte) bool {
-		var ok bool
+	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "id":
-			if ok = field(&seen, 0); ok {
-				n.ID, ok = d.string()
-			}
+			return field(&seen, 0) && read(&n.ID, d.string)
 		case "kind":
-			if ok = field(&seen, 1); ok {
-				var k string
-				k, ok = d.string()
-				n.Kind = Kind(k)
-			}
+			var k string
+			ok := field(&seen, 1) && read(&k, d.string)
+			n.Kind = Kind(k)
+			return ok
 		case "inputs":
-			if ok = field(&seen, 2); ok {
-				n.Inputs, ok = d.stringMap()
-			}
+			return field(&seen, 2) && mapOf(d, &n.Inputs, d.string)
 		case "outputs":
-			if ok = field(&seen, 3); ok {
-				n.Outputs, ok = d.stringMap()
-			}
+			return field(&seen, 3) && mapOf(d, &n.Outputs, d.string)
 		case "language":
-			if ok = field(&seen, 4); ok {
-				n.Language, ok = d.string()
-			}
+			return field(&seen, 4) && read(&n.Language, d.string)
 		case "expression":
-			if ok = field(&seen, 5); ok {
-				n.Expression, ok = d.string()
-			}
+			return field(&seen, 5) && read(&n.Expression, d.string)
 		case "schema":
-			if ok = field(&seen, 6); ok {
-				n.Schema, ok = d.raw()
-			}
+			return field(&seen, 6) && read(&n.Schema, d.raw)
 		case "agent":
-			if ok = field(&seen, 7); ok {
-				n.Agent = &AgentRef{}
-				ok = d.agentRef(n.Agent)
-			}
+			return field(&seen, 7) && read(&n.Agent, d.agentRef)
 		case "tools":
-			if ok = field(&seen, 8); ok {
-				n.Tools, ok = d.string()
-			}
+			return field(&seen, 8) && read(&n.Tools, d.string)
 		case "action":
-			if ok = field(&seen, 9); ok {
-				n.Action = &ActionRef{}
-				ok = d.actionRef(n.Action)
-			}
+			return field(&seen, 9) && read(&n.Action, d.actionRef)
 		case "mapping":
-			if ok = field(&seen, 10); ok {
-				n.Mapping, ok = d.mappings()
-			}
+			return field(&seen, 10) && mapOf(d, &n.Mapping, d.mapping)
 		case "retry":
-			if ok = field(&seen, 11); ok {
-				n.Retry = &Retry{}
-				ok = d.retry(n.Retry)
-			}
+			return field(&seen, 11) && read(&n.Retry, d.retry)
 		case "timeoutMs":
-			if ok = field(&seen, 12); ok {
-				n.TimeoutMs, ok = d.int()
-			}
+			return field(&seen, 12) && read(&n.TimeoutMs, d.int)
 		}
-		return ok
+		return false
 	})
+	return n, ok
 }
 
-func (d *fastDecoder) edge(e *Edge) bool {
+func (d *fastDecoder) edge() (Edge, bool) {
+	var e Edge
 	var seen uint32
-	return d.object(func(key []byte) bool {
-		var ok bool
+	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "from":
-			if ok = field(&seen, 0); ok {
-				e.From, ok = d.string()
-			}
+			return field(&seen, 0) && read(&e.From, d.string)
 		case "to":
-			if ok = field(&seen, 1); ok {
-				e.To, ok = d.string()
-			}
+			return field(&seen, 1) && read(&e.To, d.string)
 		}
-		return ok
+		return false
 	})
+	return e, ok
 }
 
-func (d *fastDecoder) agentRef(r *AgentRef) bool {
+func (d *fastDecoder) agentRef() (*AgentRef, bool) {
+	r := &AgentRef{}
 	var seen uint32
-	return d.object(func(key []byte) bool {
-		var ok bool
+	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "key":
-			if ok = field(&seen, 0); ok {
-				r.Key, ok = d.string()
-			}
+			return field(&seen, 0) && read(&r.Key, d.string)
 		case "revision":
-			if ok = field(&seen, 1); ok {
-				r.Revision, ok = d.int()
-			}
+			return field(&seen, 1) && read(&r.Revision, d.int)
 		}
-		return ok
+		return false
 	})
+	return r, ok
 }
 
-func (d *fastDecoder) actionRef(r *ActionRef) bool {
+func (d *fastDecoder) actionRef() (*ActionRef, bool) {
+	r := &ActionRef{}
 	var seen uint32
-	return d.object(func(key []byte) bool {
-		var ok bool
+	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "id":
-			if ok = field(&seen, 0); ok {
-				r.ID, ok = d.string()
-			}
+			return field(&seen, 0) && read(&r.ID, d.string)
 		case "version":
-			if ok = field(&seen, 1); ok {
-				r.Version, ok = d.int()
-			}
+			return field(&seen, 1) && read(&r.Version, d.int)
 		}
-		return ok
+		return false
 	})
+	return r, ok
 }
 
-func (d *fastDecoder) retry(r *Retry) bool {
+func (d *fastDecoder) retry() (*Retry, bool) {
+	r := &Retry{}
 	var seen uint32
-	return d.object(func(key []byte) bool {
-		var ok bool
+	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "maxAttempts":
-			if ok = field(&seen, 0); ok {
-				r.MaxAttempts, ok = d.int()
-			}
+			return field(&seen, 0) && read(&r.MaxAttempts, d.int)
 		case "initialIntervalMs":
-			if ok = field(&seen, 1); ok {
-				r.InitialIntervalMs, ok = d.int()
-			}
+			return field(&seen, 1) && read(&r.InitialIntervalMs, d.int)
 		case "backoff":
-			if ok = field(&seen, 2); ok {
-				r.Backoff, ok = d.float()
-			}
+			return field(&seen, 2) && read(&r.Backoff, d.float)
 		case "maxIntervalMs":
-			if ok = field(&seen, 3); ok {
-				r.MaxIntervalMs, ok = d.int()
-			}
+			return field(&seen, 3) && read(&r.MaxIntervalMs, d.int)
 		}
-		return ok
+		return false
 	})
+	return r, ok
 }
 
-func (d *fastDecoder) mapping(m *Mapping) bool {
+func (d *fastDecoder) mapping() (Mapping, bool) {
+	var m Mapping
 	var seen uint32
-	return d.object(func(key []byte) bool {
-		var ok bool
+	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "literal":
-			if ok = field(&seen, 0); ok {
-				m.Literal, ok = d.raw()
-			}
+			return field(&seen, 0) && read(&m.Literal, d.raw)
 		case "pointer":
-			if ok = field(&seen, 1); ok {
-				var s string
-				s, ok = d.string()
-				m.Pointer = &s
-			}
+			m.Pointer = new(string)
+			return field(&seen, 1) && read(m.Pointer, d.string)
 		case "template":
-			if ok = field(&seen, 2); ok {
-				var s string
-				s, ok = d.string()
-				m.Template = &s
-			}
+			m.Template = new(string)
+			return field(&seen, 2) && read(m.Template, d.string)
 		case "bindings":
-			if ok = field(&seen, 3); ok {
-				m.Bindings, ok = d.stringMap()
-			}
+			return field(&seen, 3) && mapOf(d, &m.Bindings, d.string)
 		}
-		return ok
+		return false
 	})
+	return m, ok
 }
 
-func (d *fastDecoder) toolset(t *Toolset) bool {
+func (d *fastDecoder) toolset() (Toolset, bool) {
+	var t Toolset
 	var seen uint32
-	return d.object(func(key []byte) bool {
-		var ok bool
+	ok := d.object(func(key []byte) bool {
 		switch string(key) {
 		case "tools":
-			if ok = field(&seen, 0); ok {
-				t.Tools = []string{}
-				ok = d.array(func() bool {
-					s, ok := d.string()
-					t.Tools = append(t.Tools, s)
-					return ok
-				})
-			}
+			return field(&seen, 0) && arrayOf(d, &t.Tools, d.string)
 		case "skill":
-			if ok = field(&seen, 1); ok {
-				t.Skill, ok = d.string()
-			}
+			return field(&seen, 1) && read(&t.Skill, d.string)
 		}
-		return ok
+		return false
 	})
-}
-
-func (d *fastDecoder) stringMap() (map[string]string, bool) {
-	m := map[string]string{}
-	ok := d.object(func(key []byte) bool {
-		if _, dup := m[string(key)]; dup {
-			return false
-		}
-		k := string(key)
-		v, ok := d.string()
-		m[k] = v
-		return ok
-	})
-	return m, ok
-}
-
-func (d *fastDecoder) rawMap() (map[string]json.RawMessage, bool) {
-	m := map[string]json.RawMessage{}
-	ok := d.object(func(key []byte) bool {
-		if _, dup := m[string(key)]; dup {
-			return false
-		}
-		k := string(key)
-		v, ok := d.raw()
-		m[k] = v
-		return ok
-	})
-	return m, ok
-}
-
-func (d *fastDecoder) mappings() (map[string]Mapping, bool) {
-	m := map[string]Mapping{}
-	ok := d.object(func(key []byte) bool {
-		if _, dup := m[string(key)]; dup {
-			return false
-		}
-		k := string(key)
-		var v Mapping
-		ok := d.mapping(&v)
-		m[k] = v
-		return ok
-	})
-	return m, ok
-}
-
-func (d *fastDecoder) toolsets() (map[string]Toolset, bool) {
-	m := map[string]Toolset{}
-	ok := d.object(func(key []byte) bool {
-		if _, dup := m[string(key)]; dup {
-			return false
-		}
-		k := string(key)
-		var v Toolset
-		ok := d.toolset(&v)
-		m[k] = v
-		return ok
-	})
-	return m, ok
+	return t, ok
 }

@@ -25,11 +25,7 @@ import (
 	"github.com/weftworks/weft/store"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testinfra.StopTemporal()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testinfra.Main(m) }
 
 // bundle is what one test runs against: a fresh database, the shared dev
 // server, and a starter on a task queue no worker polls, so started
@@ -46,15 +42,7 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	srv, err := testinfra.SharedTemporal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc, err := srv.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(tc.Close)
+	_, tc := testinfra.SharedClient(t)
 	st := testinfra.NewStore(t)
 	queue := "starter-test-" + uuid.NewString()
 	s, err := New(Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test/", Namespace: "default",
@@ -76,17 +64,8 @@ const itemGraph = `{
   "edges": [{"from": "in.out", "to": "echo.in"}, {"from": "echo.out", "to": "out.in"}]
 }`
 
-const notesGraph = `{
-  "schemaVersion": 1,
-  "nodes": [
-    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
-    {"id": "save", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"},
-     "action": {"id": "workspace.notes.write", "version": 1},
-     "mapping": {"title": {"literal": "t"}, "body": {"pointer": "/in"}}},
-    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
-  ],
-  "edges": [{"from": "in.out", "to": "save.in"}, {"from": "save.out", "to": "out.in"}]
-}`
+// notesGraph writes a note, so its runs need notes.write.
+const notesGraph = testinfra.NotesGraph
 
 // publish stores doc as a draft of key (creating the workflow on first use)
 // and publishes it, returning the revision number.

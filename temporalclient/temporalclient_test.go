@@ -1,7 +1,6 @@
 package temporalclient_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,11 +24,7 @@ import (
 	"github.com/weftworks/weft/temporalclient"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testinfra.StopTemporal()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testinfra.Main(m) }
 
 func baseConfig(t *testing.T, env map[string]string) config.Config {
 	t.Helper()
@@ -41,23 +35,8 @@ func baseConfig(t *testing.T, env map[string]string) config.Config {
 	return cfg
 }
 
-// syncBuffer is a log sink safe for the SDK's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer = testinfra.SyncBuffer
 
 func writeKeyPair(t *testing.T) (certPath, keyPath string) {
 	t.Helper()

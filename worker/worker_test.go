@@ -8,8 +8,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/devserver"
@@ -29,24 +27,9 @@ func TestOptions(t *testing.T) {
 // cluster): the worker registers them, polls its task queue, and stops
 // cleanly when its context ends.
 func TestRun(t *testing.T) {
-	bin := testinfra.TemporalBinary()
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is required (run `make bin/temporal`): %v", bin, err)
-	}
+	srv := testinfra.BareTemporal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath:  bin,
-		ClientOptions: &client.Options{Namespace: "default"},
-		LogLevel:      "error",
-		ExtraArgs:     devserver.ExtraArgs(),
-		Stdout:        os.Stderr,
-		Stderr:        os.Stderr,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
 	c := srv.Client()
 
 	env := map[string]string{

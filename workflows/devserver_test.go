@@ -28,9 +28,7 @@ var record = flag.Bool("record", false, "write the dev-server histories to testd
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := m.Run()
-	testinfra.StopTemporal()
-	os.Exit(code)
+	testinfra.Main(m)
 }
 
 // devScenario is one representative graph run against the real dev server.

@@ -52,16 +52,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // portFree reports whether nothing listens on port any more.
 func portFree(port int) bool {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -148,15 +138,10 @@ type devInstance struct {
 
 func startDev(t *testing.T) *devInstance {
 	t.Helper()
-	d := &devInstance{t: t, dataDir: t.TempDir(), tempPort: freePort(t), uiPort: freePort(t), httpPort: freePort(t), exited: make(chan struct{})}
+	d := &devInstance{t: t, dataDir: t.TempDir(), tempPort: testinfra.FreePort(t), uiPort: testinfra.FreePort(t), httpPort: testinfra.FreePort(t), exited: make(chan struct{})}
 	d.apiURL = fmt.Sprintf("http://127.0.0.1:%d", d.httpPort)
-	var err error
-	if d.stderr, err = os.Create(filepath.Join(t.TempDir(), "stderr.log")); err != nil {
-		t.Fatal(err)
-	}
-	d.cmd = exec.Command(weftBin, "dev")
-	d.cmd.Dir = testinfra.RepoRoot()
-	d.cmd.Env = append(os.Environ(),
+	var stdout io.ReadCloser
+	d.launch(append(os.Environ(),
 		"DATABASE_URL="+freshDatabaseURL(t),
 		"WEFT_DATA_DIR="+d.dataDir,
 		"WEFT_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(d.httpPort),
@@ -164,15 +149,10 @@ func startDev(t *testing.T) *devInstance {
 		"WEFT_TEMPORAL_UI_PORT="+strconv.Itoa(d.uiPort),
 		"WEFT_TEMPORAL_CLI="+testinfra.TemporalBinary(),
 		"WEFT_JWT_SECRET=", "TEMPORAL_ADDRESS=", "TEMPORAL_API_KEY=",
-	)
-	stdout, err := d.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	), func(cmd *exec.Cmd) (err error) {
+		stdout, err = cmd.StdoutPipe()
+		return err
+	})
 	tokens := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -188,20 +168,6 @@ func startDev(t *testing.T) *devInstance {
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	go func() {
-		d.exitErr = d.cmd.Wait()
-		close(d.exited)
-	}()
-	t.Cleanup(func() {
-		// Whatever happened, leave nothing running: SIGKILL takes the dev
-		// server down too (parent death signal).
-		_ = d.cmd.Process.Kill()
-		<-d.exited
-		d.killDevServer()
-		if t.Failed() {
-			d.dump()
-		}
-	})
 	select {
 	case d.token = <-tokens:
 	case <-d.exited:
@@ -411,15 +377,31 @@ func TestDevRestartKeepsState(t *testing.T) {
 func restartDev(t *testing.T, a *devInstance) *devInstance {
 	t.Helper()
 	d := &devInstance{t: t, dataDir: a.dataDir, tempPort: a.tempPort, uiPort: a.uiPort, httpPort: a.httpPort, apiURL: a.apiURL, exited: make(chan struct{})}
+	d.launch(a.cmd.Env, func(cmd *exec.Cmd) error {
+		cmd.Stdout = io.Discard
+		return nil
+	})
+	return d
+}
+
+// launch starts `weft dev` with env in the repository root, its stderr to a
+// file and its stdout as wire sets it up; a goroutine records its exit, and
+// at cleanup it is killed (SIGKILL takes the dev server down too, by the
+// parent death signal) and, if the test failed, its output dumped.
+func (d *devInstance) launch(env []string, wire func(*exec.Cmd) error) {
+	t := d.t
+	t.Helper()
 	var err error
 	if d.stderr, err = os.Create(filepath.Join(t.TempDir(), "stderr.log")); err != nil {
 		t.Fatal(err)
 	}
 	d.cmd = exec.Command(weftBin, "dev")
 	d.cmd.Dir = testinfra.RepoRoot()
-	d.cmd.Env = a.cmd.Env
+	d.cmd.Env = env
 	d.cmd.Stderr = d.stderr
-	d.cmd.Stdout = io.Discard
+	if err := wire(d.cmd); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -428,6 +410,8 @@ func restartDev(t *testing.T, a *devInstance) *devInstance {
 		close(d.exited)
 	}()
 	t.Cleanup(func() {
+		// Whatever happened, leave nothing running: SIGKILL takes the dev
+		// server down too (parent death signal).
 		_ = d.cmd.Process.Kill()
 		<-d.exited
 		d.killDevServer()
@@ -435,7 +419,6 @@ func restartDev(t *testing.T, a *devInstance) *devInstance {
 			d.dump()
 		}
 	})
-	return d
 }
 
 // TestDevExitsWhenDevServerDies: weft dev does not limp on without

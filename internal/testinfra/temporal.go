@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -48,33 +49,78 @@ var (
 )
 
 // SharedTemporal starts (once per test binary) a dev server from bin/temporal
-// with weft's tuning and search attributes. Call StopTemporal from TestMain.
-// It returns an error, never skips, when the binary is missing.
+// with weft's tuning and search attributes. Call StopTemporal from TestMain
+// (Main does). It returns an error, never skips, when the binary is missing.
 func SharedTemporal() (*Temporal, error) {
 	temporalOnce.Do(func() {
-		bin := TemporalBinary()
-		if _, err := os.Stat(bin); err != nil {
-			temporalErr = fmt.Errorf("testinfra: %s is required (run `make bin/temporal`): %w", bin, err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		args := append(devserver.ExtraArgs(), devserver.SearchAttributeArgs()...)
-		srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-			ExistingPath:  bin,
-			ClientOptions: &client.Options{Namespace: "default"},
-			LogLevel:      "error",
-			ExtraArgs:     args,
-			Stdout:        os.Stderr,
-			Stderr:        os.Stderr,
-		})
+		srv, err := startDevServer(true)
 		if err != nil {
-			temporalErr = fmt.Errorf("testinfra: start dev server: %w", err)
+			temporalErr = err
 			return
 		}
 		temporalSrv = &Temporal{Server: srv, HostPort: srv.FrontendHostPort()}
 	})
 	return temporalSrv, temporalErr
+}
+
+// OwnTemporal starts a dev server for t alone, with weft's tuning and search
+// attributes, and stops it when the test ends.
+func OwnTemporal(t testing.TB) *testsuite.DevServer {
+	t.Helper()
+	return ownDevServer(t, true)
+}
+
+// BareTemporal starts a dev server for t alone with weft's tuning but
+// WITHOUT its search attributes, as a fresh self-hosted cluster would be,
+// and stops it when the test ends.
+func BareTemporal(t testing.TB) *testsuite.DevServer {
+	t.Helper()
+	return ownDevServer(t, false)
+}
+
+func ownDevServer(t testing.TB, searchAttributes bool) *testsuite.DevServer {
+	t.Helper()
+	srv, err := startDevServer(searchAttributes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	return srv
+}
+
+// startDevServer starts bin/temporal with weft's tuning and, when asked, its
+// search attributes.
+func startDevServer(searchAttributes bool) (*testsuite.DevServer, error) {
+	bin := TemporalBinary()
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("testinfra: %s is required (run `make bin/temporal`): %w", bin, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := devserver.ExtraArgs()
+	if searchAttributes {
+		args = append(args, devserver.SearchAttributeArgs()...)
+	}
+	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath:  bin,
+		ClientOptions: &client.Options{Namespace: "default"},
+		LogLevel:      "error",
+		ExtraArgs:     args,
+		Stdout:        os.Stderr,
+		Stderr:        os.Stderr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("testinfra: start dev server: %w", err)
+	}
+	return srv, nil
+}
+
+// Main runs the package's tests, stops the shared dev server and exits with
+// the tests' code: the whole TestMain of a package using SharedTemporal.
+func Main(m *testing.M) {
+	code := m.Run()
+	StopTemporal()
+	os.Exit(code)
 }
 
 // StopTemporal stops the shared dev server if it was started.
@@ -87,4 +133,20 @@ func StopTemporal() {
 // NewClient dials the shared dev server.
 func (t *Temporal) NewClient() (client.Client, error) {
 	return client.Dial(client.Options{HostPort: t.HostPort, Namespace: "default"})
+}
+
+// SharedClient is the shared dev server (SharedTemporal) and a client on it,
+// closed when the test ends. It fails the test when the server cannot start.
+func SharedClient(t testing.TB) (*Temporal, client.Client) {
+	t.Helper()
+	srv, err := SharedTemporal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := srv.NewClient()
+	if err != nil {
+		t.Fatalf("testinfra: dial dev server: %v", err)
+	}
+	t.Cleanup(tc.Close)
+	return srv, tc
 }

@@ -1,0 +1,42 @@
+// Package inproc builds weft components in a test's own process exactly as
+// production wires them. It is apart from testinfra because it imports the
+// worker (and through it starter and workflows), whose own in-package tests
+// import testinfra.
+package inproc
+
+import (
+	"testing"
+
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/weftworks/weft/worker"
+)
+
+// NewWorker builds a worker on deps.Config.TaskQueue, polling through
+// deps.Temporal, as production does: worker.Options, and worker.Register for
+// the interpreter and every activity with its real dependencies.
+func NewWorker(deps worker.Deps) (sdkworker.Worker, error) {
+	w := sdkworker.New(deps.Temporal, deps.Config.TaskQueue, worker.Options(deps.Logger))
+	if err := worker.Register(w, deps); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Worker builds a worker as NewWorker does, starts it and stops it when the
+// test ends.
+func Worker(t testing.TB, deps worker.Deps) sdkworker.Worker {
+	t.Helper()
+	if deps.Config.TaskQueue == "" {
+		t.Fatal("inproc: worker needs Config.TaskQueue")
+	}
+	w, err := NewWorker(deps)
+	if err != nil {
+		t.Fatalf("inproc: register worker: %v", err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatalf("inproc: start worker: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
