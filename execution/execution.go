@@ -264,10 +264,9 @@ const (
 	ErrActionUnavailable = "ACTION_UNAVAILABLE"
 	// ErrIdempotencyConflict: a ledger key was reused with another input.
 	ErrIdempotencyConflict = "IDEMPOTENCY_CONFLICT"
-	// ErrAgentUnavailable: agent nodes are not executable yet.
+	// ErrAgentUnavailable: the pinned agent revision, its provider or its
+	// saved transcript cannot be used by this worker (permanent).
 	ErrAgentUnavailable = "AGENT_UNAVAILABLE"
-	// ErrSimulationUnsupported: simulated agent and action nodes are not executable yet.
-	ErrSimulationUnsupported = "SIMULATION_UNSUPPORTED"
 	// ErrActionTimeout: the handler did not finish within the node timeout (retryable).
 	ErrActionTimeout = "ACTION_TIMEOUT"
 	// ErrAppendRefused: the store refused an event batch (malformed event,
