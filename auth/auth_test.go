@@ -1,0 +1,85 @@
+package auth
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+const secret = "0123456789abcdef0123456789abcdef"
+
+func TestMintVerifyRoundTrip(t *testing.T) {
+	k, err := NewKeys(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Principal{Tenant: "acme", Sub: "ada", Scopes: []string{ScopeRunsRead}, Name: "Ada", Email: "ada@example.com", TenantName: "Acme"}
+	tok, err := k.Mint(p, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := k.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Tenant != p.Tenant || got.Sub != p.Sub || got.Name != p.Name || got.Email != p.Email || got.TenantName != p.TenantName ||
+		len(got.Scopes) != 1 || !got.Has(ScopeRunsRead) || got.Has(ScopeRunsCancel) {
+		t.Fatalf("round trip changed the principal: %+v", got)
+	}
+}
+
+func TestVerifyRefuses(t *testing.T) {
+	k, _ := NewKeys(secret)
+	other, _ := NewKeys(strings.Repeat("x", 32))
+	good, _ := k.Mint(Principal{Tenant: "acme", Sub: "ada"}, time.Hour)
+	foreign, _ := other.Mint(Principal{Tenant: "acme", Sub: "ada"}, time.Hour)
+
+	past := &Keys{secret: []byte(secret), now: func() time.Time { return time.Now().Add(-2 * time.Hour) }}
+	expired, _ := past.Mint(Principal{Tenant: "acme", Sub: "ada"}, time.Hour)
+
+	noExp, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "ada", "tenant": "acme"}).SignedString([]byte(secret))
+	noTenant, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "ada", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
+	hs512, _ := jwt.NewWithClaims(jwt.SigningMethodHS512, jwt.MapClaims{"sub": "ada", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sub": "ada", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
+
+	if _, err := k.Verify(good); err != nil {
+		t.Fatalf("good token refused: %v", err)
+	}
+	for name, tok := range map[string]string{
+		"other secret":     foreign,
+		"expired":          expired,
+		"no exp":           noExp,
+		"no tenant":        noTenant,
+		"other algorithm":  hs512,
+		"alg none":         none,
+		"garbage":          "not.a.token",
+		"tampered payload": good[:len(good)-2] + "xx",
+	} {
+		if _, err := k.Verify(tok); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("%s: got %v, want ErrInvalidToken", name, err)
+		}
+	}
+}
+
+func TestKeysAndMintRefuseBadArguments(t *testing.T) {
+	if _, err := NewKeys("short"); err == nil {
+		t.Fatal("a short secret was accepted")
+	}
+	k, _ := NewKeys(secret)
+	if _, err := k.Mint(Principal{Sub: "ada"}, time.Hour); err == nil {
+		t.Fatal("a token without tenant was minted")
+	}
+	if _, err := k.Mint(Principal{Tenant: "acme", Sub: "ada"}, 0); err == nil {
+		t.Fatal("a token without lifetime was minted")
+	}
+}
+
+func TestMissing(t *testing.T) {
+	got := Missing([]string{"a", "c"}, []string{"d", "b", "a", "b"})
+	if strings.Join(got, ",") != "b,d" {
+		t.Fatalf("Missing = %v, want [b d]", got)
+	}
+}

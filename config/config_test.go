@@ -1,0 +1,71 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{DatabaseURL: "postgres://localhost:5432/weft", TemporalAddress: "localhost:7233", TemporalNamespace: "default",
+		HTTPAddr: ":8080", DataDir: ".weft", TaskQueue: "weft", TemporalPort: 7233, TemporalUIPort: 8233}
+	if c.DatabaseURL != want.DatabaseURL || c.TemporalAddress != want.TemporalAddress || c.TemporalNamespace != want.TemporalNamespace ||
+		c.HTTPAddr != want.HTTPAddr || c.DataDir != want.DataDir || c.TaskQueue != want.TaskQueue ||
+		c.TemporalPort != want.TemporalPort || c.TemporalUIPort != want.TemporalUIPort {
+		t.Fatalf("defaults differ from SPEC §1: %+v", c)
+	}
+	if c.TemporalUIURL != "http://localhost:8233" {
+		t.Fatalf("UI URL = %q", c.TemporalUIURL)
+	}
+}
+
+func TestOverridesAndRefusals(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{"WEFT_TEMPORAL_UI_PORT": "9233", "WEFT_TASK_QUEUE": "q2", "DATABASE_URL": " postgres://x/y "}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TemporalUIPort != 9233 || c.TemporalUIURL != "http://localhost:9233" || c.TaskQueue != "q2" || c.DatabaseURL != "postgres://x/y" {
+		t.Fatalf("overrides not applied: %+v", c)
+	}
+	for name, m := range map[string]map[string]string{
+		"bad port":       {"WEFT_TEMPORAL_PORT": "seven"},
+		"negative":       {"WEFT_EVENT_RETENTION_DAYS": "-1"},
+		"tls cert alone": {"TEMPORAL_TLS_CERT": "/c.pem"},
+	} {
+		if _, err := FromEnv(env(m)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestEnsureJWTSecretIsGeneratedOnceAndReused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	a := Config{DataDir: dir}
+	if err := a.EnsureJWTSecret(); err != nil {
+		t.Fatal(err)
+	}
+	b := Config{DataDir: dir}
+	if err := b.EnsureJWTSecret(); err != nil {
+		t.Fatal(err)
+	}
+	if a.JWTSecret == "" || a.JWTSecret != b.JWTSecret {
+		t.Fatalf("secret not reused: %q vs %q", a.JWTSecret, b.JWTSecret)
+	}
+	info, err := os.Stat(filepath.Join(dir, "jwt-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file mode %v, want 0600", info.Mode().Perm())
+	}
+	set := Config{DataDir: dir, JWTSecret: "from-env"}
+	if err := set.EnsureJWTSecret(); err != nil || set.JWTSecret != "from-env" {
+		t.Fatalf("an explicit secret was replaced: %q %v", set.JWTSecret, err)
+	}
+}
