@@ -34,6 +34,13 @@ var DynamicConfig = []Setting{
 		Value: "1",
 		Why:   "must match the read partitions so no task is written where nobody polls",
 	},
+	{
+		Key: "history.timerProcessorMaxTimeShift",
+		// Quoted: the CLI reads dynamic-config values as YAML/JSON and a
+		// duration must be a string.
+		Value: `"100ms"`,
+		Why:   "the timer queue may fire a timer up to this late (default 1 s): five 100 ms sleeps took 5.03 s stock and 0.57 s with 100ms, so sub-second retry delays are kept",
+	},
 }
 
 // Setting is one dynamic-config value with the reason weft sets it.
