@@ -111,7 +111,7 @@ func (a *LocalNodeActivities) validator(ctx context.Context, in execution.NodeIn
 	if errs == nil {
 		return execution.NodeResult{Port: PortPass, Value: in.Inputs[port]}, nil
 	}
-	failed, err := encodeJSON(struct {
+	failed, err := graph.EncodeValue(struct {
 		Value  json.RawMessage `json:"value"`
 		Errors []SchemaError   `json:"errors"`
 	}{raw, errs})
@@ -142,7 +142,7 @@ func (a *LocalNodeActivities) merge(ctx context.Context, in execution.NodeInput,
 		}
 		obj[p] = raw
 	}
-	raw, err := encodeJSON(obj)
+	raw, err := graph.EncodeValue(obj)
 	if err != nil {
 		return execution.NodeResult{}, permanent(execution.ErrSchemaViolation, err, "merge %q: %v", n.ID, err)
 	}

@@ -49,7 +49,7 @@ func (m *mapper) callInput() (json.RawMessage, error) {
 		}
 		obj[k] = v
 	}
-	return encodeJSON(obj)
+	return graph.EncodeValue(obj)
 }
 
 func (m *mapper) entry(field string, e graph.Mapping) (json.RawMessage, error) {
@@ -59,13 +59,13 @@ func (m *mapper) entry(field string, e graph.Mapping) (json.RawMessage, error) {
 		if err != nil {
 			return nil, unresolved(m.node.ID, field, err)
 		}
-		return encodeJSON(v)
+		return graph.EncodeValue(v)
 	case e.Template != nil:
 		s, err := m.template(field, *e.Template, e.Bindings)
 		if err != nil {
 			return nil, err
 		}
-		return encodeJSON(s)
+		return graph.EncodeValue(s)
 	case len(e.Literal) > 0:
 		if !json.Valid(e.Literal) {
 			return nil, permanent(execution.ErrMappingUnresolved, nil, "node %q mapping %q: literal is not JSON", m.node.ID, field)
@@ -134,7 +134,7 @@ func (m *mapper) portValue(port string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := decodeJSON(raw)
+	v, err := graph.DecodeValue(raw)
 	if err != nil {
 		return nil, err
 	}

@@ -230,7 +230,7 @@ func (a *NodeActivities) carriedInput(ctx context.Context, in execution.NodeInpu
 		}
 		obj[p] = raw
 	}
-	raw, err := encodeJSON(obj)
+	raw, err := graph.EncodeValue(obj)
 	if err != nil {
 		return execution.Value{}, permanent(execution.ErrSchemaViolation, err, "node %q: %v", n.ID, err)
 	}

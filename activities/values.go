@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,32 +73,6 @@ func (c valueCodec) result(ctx context.Context, in execution.NodeInput, port str
 		return execution.Value{Ref: &ref}, nil
 	}
 	return execution.Value{Inline: raw}, nil
-}
-
-// decodeJSON decodes raw keeping numbers exact (json.Number), so values
-// pass through mappings without float rounding.
-func decodeJSON(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("more than one JSON value")
-	}
-	return v, nil
-}
-
-// encodeJSON encodes v without HTML escaping (values are data, not markup).
-func encodeJSON(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // SchemaError is one validation error: where in the value, which schema

@@ -545,7 +545,7 @@ func (a *attempt) finish() (Result, error) {
 		return res, permanent(ErrAgentOutputInvalid, nil, "node %q: the model refused to answer: %s", j.NodeID, truncate(f.Refusal, 500))
 	}
 	raw := stripFence(f.Content)
-	v, err := decodeNumbers(raw)
+	v, err := graph.DecodeValue(raw)
 	if err != nil {
 		return res, permanent(ErrAgentOutputInvalid, nil, "node %q: the final answer is not JSON: %s", j.NodeID, truncate(f.Content, 200))
 	}

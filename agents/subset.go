@@ -27,11 +27,11 @@ const maxViolations = 20
 // deep validation is the action's job). It returns nil when the input
 // passes; a schema or input that is not JSON is one violation.
 func CheckSubset(schema, input json.RawMessage) []Violation {
-	s, err := decodeNumbers(schema)
+	s, err := graph.DecodeValue(schema)
 	if err != nil {
 		return []Violation{{Path: "", Message: "the tool's input schema is not JSON"}}
 	}
-	v, err := decodeNumbers(input)
+	v, err := graph.DecodeValue(input)
 	if err != nil {
 		return []Violation{{Path: "", Message: "the input is not a single JSON value"}}
 	}
@@ -189,19 +189,6 @@ func sameJSON(a, b any) bool {
 	ca, err1 := graph.Canonical(a)
 	cb, err2 := graph.Canonical(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
-}
-
-func decodeNumbers(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("more than one JSON value")
-	}
-	return v, nil
 }
 
 func escape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }

@@ -47,7 +47,7 @@ func Generate(schemas ...json.RawMessage) (json.RawMessage, error) {
 		if len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
-		v, err := decode(raw)
+		v, err := graph.DecodeValue(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: schema %d is not JSON: %v", ErrNoDefault, i, err)
 		}
@@ -67,7 +67,7 @@ func Generate(schemas ...json.RawMessage) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoDefault, err)
 	}
-	out, err := encode(v)
+	out, err := graph.EncodeValue(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoDefault, err)
 	}
@@ -571,29 +571,6 @@ func resolveRef(root any, ref string) (any, error) {
 		}
 	}
 	return cur, nil
-}
-
-func decode(raw json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("more than one JSON value")
-	}
-	return v, nil
-}
-
-func encode(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
