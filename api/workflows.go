@@ -279,27 +279,6 @@ func decodeGraphFailure(err error) error {
 	return fe
 }
 
-// decodeStoredDraft decodes a stored draft for dry-run and publication. jsonb
-// reformats what was saved (spaces after ':' and ','), so it is compacted
-// first to keep the size check meaningful. A stored draft passed Decode when
-// it was saved; if it no longer does (a stricter decoder), that is reported
-// as a graph issue, not a server fault.
-func decodeStoredDraft(d store.Draft) (*graph.Document, []graph.Issue) {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, d.Document); err != nil {
-		return nil, []graph.Issue{{Code: failure.CodeInvalidJSON, Path: "", Message: err.Error()}}
-	}
-	doc, err := graph.Decode(buf.Bytes())
-	if err != nil {
-		var de *graph.DecodeError
-		if errors.As(err, &de) {
-			return nil, []graph.Issue{{Code: de.Code, Path: de.Path, Message: de.Message}}
-		}
-		return nil, []graph.Issue{{Code: failure.CodeInvalidDocument, Message: err.Error()}}
-	}
-	return doc, nil
-}
-
 // notFoundAs turns a store error into what the client sees: a missing row
 // (including another tenant's) is NOT_FOUND naming what was asked for; coded
 // errors (ALREADY_EXISTS, REVISION_CONFLICT, INVALID_DOCUMENT) pass through;
@@ -594,19 +573,16 @@ func (s *Server) dryRunWorkflow(c echo.Context) error {
 		return err
 	}
 	out := dryRunResponse{Key: key, DraftRevision: d.Revision}
-	doc, issues := decodeStoredDraft(d)
+	doc, issues := graph.DecodeStored(d.Document)
 	if issues != nil {
 		out.DryRunResult = graph.DryRunResult{Issues: issues, Order: []string{}, Permissions: []string{},
 			References: graph.ReferenceSet{Actions: []graph.ActionRef{}, Agents: []graph.AgentRef{}},
 			Limits:     graph.DefaultLimits}
 		return c.JSON(http.StatusOK, out)
 	}
-	r := s.resolver()
-	cat, err := r.Catalog(ctx, p.Tenant, doc)
-	if err != nil {
+	if out.DryRunResult, err = s.resolver().DryRun(ctx, p.Tenant, doc); err != nil {
 		return err
 	}
-	out.DryRunResult = graph.DryRunWith(doc, cat, r.Options())
 	return c.JSON(http.StatusOK, out)
 }
 
@@ -660,15 +636,12 @@ func (s *Server) publishWorkflow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	doc, issues := decodeStoredDraft(d)
+	doc, issues := graph.DecodeStored(d.Document)
 	var compiled *graph.Compiled
 	if issues == nil {
-		r := s.resolver()
-		cat, err := r.Catalog(ctx, p.Tenant, doc)
-		if err != nil {
+		if compiled, issues, err = s.resolver().Compile(ctx, p.Tenant, doc); err != nil {
 			return err
 		}
-		compiled, issues = graph.CompileWith(doc, cat, r.Options())
 	}
 	if len(issues) > 0 || compiled == nil {
 		return failure.New(failure.CodeInvalidGraph, "draft revision %d has %d issue(s); see details.issues", expected, len(issues)).

@@ -105,3 +105,25 @@ func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Docu
 	}
 	return graph.NewStaticCatalog(actions, agents), nil
 }
+
+// Compile validates and compiles doc against the tenant's dependency
+// snapshot with the resolver's options: what publication and a simulated
+// draft both do, so they can never disagree. Issues mean doc is not
+// publishable; an error means the snapshot could not be loaded.
+func (r *Resolver) Compile(ctx context.Context, tenantID string, doc *graph.Document) (*graph.Compiled, []graph.Issue, error) {
+	cat, err := r.Catalog(ctx, tenantID, doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	compiled, issues := graph.CompileWith(doc, cat, r.Options())
+	return compiled, issues, nil
+}
+
+// DryRun reports what publication would decide for doc, storing nothing.
+func (r *Resolver) DryRun(ctx context.Context, tenantID string, doc *graph.Document) (graph.DryRunResult, error) {
+	cat, err := r.Catalog(ctx, tenantID, doc)
+	if err != nil {
+		return graph.DryRunResult{}, err
+	}
+	return graph.DryRunWith(doc, cat, r.Options()), nil
+}

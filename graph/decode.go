@@ -426,3 +426,24 @@ func sortedKeysBuf[V any](buf []string, m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// DecodeStored decodes a document read back from storage (a saved draft),
+// reporting a failure as a graph issue rather than an error: a stored draft
+// is work in progress and what publication or simulation refuses is shown
+// with the graph's other issues. PostgreSQL reformats jsonb, so the bytes
+// are compacted first and the size limit applies to what was authored.
+func DecodeStored(raw json.RawMessage) (*Document, []Issue) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, []Issue{{Code: CodeInvalidJSON, Message: err.Error()}}
+	}
+	doc, err := Decode(buf.Bytes())
+	if err != nil {
+		var de *DecodeError
+		if errors.As(err, &de) {
+			return nil, []Issue{{Code: de.Code, Path: de.Path, Message: de.Message}}
+		}
+		return nil, []Issue{{Code: CodeInvalidDocument, Message: err.Error()}}
+	}
+	return doc, nil
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/fixtures"
@@ -31,18 +30,13 @@ func (s *Starter) compileDraft(ctx context.Context, tenant, key string, n int) (
 	if err != nil {
 		return nil, fmt.Errorf("starter: load draft: %w", err)
 	}
-	doc, issues := decodeDraft(d.Document)
+	doc, issues := graph.DecodeStored(d.Document)
 	var compiled *graph.Compiled
 	if issues == nil {
-		r := s.resolver
-		if r == nil {
-			r = &catalog.Resolver{}
-		}
-		cat, err := r.Catalog(ctx, tenant, doc)
-		if err != nil {
+		// New always sets a resolver: the one publication uses.
+		if compiled, issues, err = s.resolver.Compile(ctx, tenant, doc); err != nil {
 			return nil, fmt.Errorf("starter: resolve dependencies: %w", err)
 		}
-		compiled, issues = graph.CompileWith(doc, cat, r.Options())
 	}
 	if len(issues) > 0 || compiled == nil {
 		return nil, failure.New(failure.CodeInvalidGraph, "draft revision %d has %d issue(s); see details.issues", n, len(issues)).
@@ -53,25 +47,6 @@ func (s *Starter) compileDraft(ctx context.Context, tenant, key string, n int) (
 		return nil, fmt.Errorf("starter: store compiled draft: %w", err)
 	}
 	return compiled, nil
-}
-
-// decodeDraft decodes a stored draft document. PostgreSQL reformats jsonb,
-// so it is compacted first (the size limit applies to what was authored);
-// a draft that no longer decodes is reported as a graph issue.
-func decodeDraft(raw json.RawMessage) (*graph.Document, []graph.Issue) {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, []graph.Issue{{Code: failure.CodeInvalidJSON, Message: err.Error()}}
-	}
-	doc, err := graph.Decode(buf.Bytes())
-	if err != nil {
-		var de *graph.DecodeError
-		if errors.As(err, &de) {
-			return nil, []graph.Issue{{Code: de.Code, Path: de.Path, Message: de.Message}}
-		}
-		return nil, []graph.Issue{{Code: failure.CodeInvalidDocument, Message: err.Error()}}
-	}
-	return doc, nil
 }
 
 // checkFixtures validates simulation fixtures against the revision that
