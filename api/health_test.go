@@ -160,10 +160,18 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	// Labels carry route templates, never raw paths.
-	for _, raw := range []string{"12345", "67890"} {
-		if strings.Contains(text, raw) {
-			t.Errorf("/metrics carries a raw path segment %q", raw)
+	// Labels carry route templates, never raw paths. Only label text is
+	// searched: sample values (memory, CPU seconds) may contain any digits.
+	for _, line := range strings.Split(text, "\n") {
+		open, end := strings.IndexByte(line, '{'), strings.LastIndexByte(line, '}')
+		if open < 0 || end < open {
+			continue
+		}
+		labels := line[open:end]
+		for _, raw := range []string{"no-such-route", "12345", "no-such-page", "67890"} {
+			if strings.Contains(labels, raw) {
+				t.Errorf("/metrics carries a raw path segment %q: %s", raw, line)
+			}
 		}
 	}
 }
