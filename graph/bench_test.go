@@ -42,6 +42,26 @@ func BenchmarkValidateCompile200Cold(b *testing.B) {
 	cpu.report(b)
 }
 
+// BenchmarkValidateCompile200ColdParallel is many cold publishes at once
+// (GOMAXPROCS goroutines, a new Compiler each): the throughput an API busy
+// with publishes gets, where checking one graph's gates on a second core
+// can only cost, never gain.
+func BenchmarkValidateCompile200ColdParallel(b *testing.B) {
+	doc, cat := genGraph(66, 3), testCatalog()
+	b.ReportAllocs()
+	cpu := startCPU()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			opts := Options{Compiler: NewCompiler(CompilerConfig{})}
+			if _, issues := CompileWith(doc, cat, opts); len(issues) > 0 {
+				b.Error(issues)
+				return
+			}
+		}
+	})
+	cpu.report(b)
+}
+
 // BenchmarkValidateCompile200Warm is re-validating content a long-lived
 // Compiler has seen (a saved draft, a dry-run before publishing): every
 // gate expression and schema is answered from its cache; everything else is

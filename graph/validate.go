@@ -92,8 +92,8 @@ type analysis struct {
 	agents    map[AgentRef]AgentContract
 	nodePerms map[string][]string
 
-	// gateChecks memoizes the gate check per distinct expression.
-	gateChecks map[string]string
+	// gates checks each distinct gate expression once, partly in parallel.
+	gates *gateChecks
 	// compiler is opts.Compiler, or a fresh one built on first use.
 	compiler *Compiler
 
@@ -123,7 +123,7 @@ func analyze(doc *Document, cat Catalog, opts Options) *analysis {
 	}
 	a := &analysis{doc: doc, cat: cat, opts: opts, issues: []Issue{},
 		actions: map[ActionRef]ActionContract{}, agents: map[AgentRef]AgentContract{},
-		nodePerms: map[string][]string{}, gateChecks: map[string]string{}}
+		nodePerms: map[string][]string{}}
 	if doc == nil {
 		a.add(CodeInvalidDocument, "", "document is missing")
 		return a
@@ -131,6 +131,8 @@ func analyze(doc *Document, cat Catalog, opts Options) *analysis {
 	if doc.SchemaVersion != SchemaVersion {
 		a.add(CodeInvalidDocument, "/schemaVersion", "schemaVersion must be %d", SchemaVersion)
 	}
+	a.gates = newGateChecks(doc, a.celCompiler)
+	defer a.gates.close()
 	a.checkSizes()
 	a.checkSchemas()
 	a.checkToolsets()

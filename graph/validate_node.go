@@ -248,15 +248,9 @@ func (a *analysis) checkGate(i int, n Node) {
 	if n.Language != LanguageCELv1 {
 		return
 	}
-	msg, seen := a.gateChecks[n.Expression]
-	if !seen {
-		// Type-checking CEL dominates validation time; a graph often
-		// repeats an expression, so check each distinct one once (and the
-		// Compiler remembers it across calls).
-		msg = a.celCompiler().gateProblem(n.Expression)
-		a.gateChecks[n.Expression] = msg
-	}
-	if msg != "" {
+	// Each distinct expression is checked once (see gateChecks), and the
+	// Compiler remembers it across calls.
+	if msg := a.gates.problem(n.Expression); msg != "" {
 		a.add(CodeInvalidExpression, nodePath(i, "expression"), "%s", strings.TrimSpace(msg))
 	}
 }
