@@ -381,6 +381,32 @@ func (s *Server) saveDraft(c echo.Context) error {
 	return c.JSON(http.StatusOK, draftResponse{Key: key, DraftRevision: rev})
 }
 
+// draftRevisionRequest reads what dry-run and publish share: the workflow
+// key of the path and a JSON body {field: n} naming a draft revision. An
+// absent optional field is 0 (the latest draft).
+func draftRevisionRequest(c echo.Context, field string, required bool) (key string, revision int, err error) {
+	if key, err = workflowPathKey(c); err != nil {
+		return "", 0, err
+	}
+	if _, err := graphBodyFormat(c); err != nil {
+		return "", 0, err
+	}
+	body, err := readRequestBody(c, requestHeadroom)
+	if err != nil {
+		return "", 0, err
+	}
+	f := &envelopeField{Name: field, Dst: &revision, Required: required}
+	if err := decodeEnvelope(body, f); err != nil {
+		return "", 0, err
+	}
+	if f.Set || required {
+		if err := checkRevisionNumber(field, revision); err != nil {
+			return "", 0, err
+		}
+	}
+	return key, revision, nil
+}
+
 func checkRevisionNumber(name string, n int) error {
 	if n < 1 {
 		return failure.New(failure.CodeInvalidRequest, "field %q must be a positive integer", name).
@@ -546,27 +572,9 @@ func (s *Server) loadDraft(c echo.Context, tenant, key string, revision int) (st
 func (s *Server) dryRunWorkflow(c echo.Context) error {
 	p := principal(c)
 	ctx := c.Request().Context()
-	key, err := workflowPathKey(c)
+	key, revision, err := draftRevisionRequest(c, "draftRevision", false)
 	if err != nil {
 		return err
-	}
-	if _, err := graphBodyFormat(c); err != nil {
-		return err
-	}
-	body, err := readRequestBody(c, requestHeadroom)
-	if err != nil {
-		return err
-	}
-	rf := &envelopeField{Name: "draftRevision", Dst: new(int)}
-	if err := decodeEnvelope(body, rf); err != nil {
-		return err
-	}
-	revision := 0
-	if rf.Set {
-		revision = *rf.Dst.(*int)
-		if err := checkRevisionNumber("draftRevision", revision); err != nil {
-			return err
-		}
 	}
 	d, err := s.loadDraft(c, p.Tenant, key, revision)
 	if err != nil {
@@ -605,22 +613,8 @@ type publishResponse struct {
 func (s *Server) publishWorkflow(c echo.Context) error {
 	p := principal(c)
 	ctx := c.Request().Context()
-	key, err := workflowPathKey(c)
+	key, expected, err := draftRevisionRequest(c, "expectedRevision", true)
 	if err != nil {
-		return err
-	}
-	if _, err := graphBodyFormat(c); err != nil {
-		return err
-	}
-	body, err := readRequestBody(c, requestHeadroom)
-	if err != nil {
-		return err
-	}
-	var expected int
-	if err := decodeEnvelope(body, &envelopeField{Name: "expectedRevision", Dst: &expected, Required: true}); err != nil {
-		return err
-	}
-	if err := checkRevisionNumber("expectedRevision", expected); err != nil {
 		return err
 	}
 	// Checked here to answer a stale request before compiling; Publish
