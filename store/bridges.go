@@ -195,16 +195,7 @@ func (s *Store) ListSchedules(ctx context.Context, tenantID, workflowKey string,
 	if err != nil {
 		return nil, fmt.Errorf("store: list schedules: %w", err)
 	}
-	defer rows.Close()
-	out := []Schedule{}
-	for rows.Next() {
-		sc, err := scanSchedule(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sc)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Schedule, error) { return scanSchedule(row) })
 }
 
 // DeleteSchedule marks a live schedule of (tenant, workflow key) deleted and
@@ -288,16 +279,7 @@ func (s *Store) ListWebhooks(ctx context.Context, tenantID, workflowKey string, 
 	if err != nil {
 		return nil, fmt.Errorf("store: list webhooks: %w", err)
 	}
-	defer rows.Close()
-	out := []Webhook{}
-	for rows.Next() {
-		w, err := scanWebhook(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, w)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Webhook, error) { return scanWebhook(row) })
 }
 
 // DeleteWebhook marks a live webhook of (tenant, workflow key) deleted. A

@@ -98,16 +98,7 @@ func scanRun(row pgx.Row) (Run, error) {
 }
 
 func collectRuns(rows pgx.Rows) ([]Run, error) {
-	defer rows.Close()
-	out := []Run{}
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) { return scanRun(row) })
 }
 
 // nullJSON stores an empty RawMessage as SQL NULL.
