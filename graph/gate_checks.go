@@ -109,9 +109,14 @@ func (g *gateChecks) check(s *gateSlot) bool {
 
 // problem is why expression does not type-check ("" when it does), checking
 // it now unless the helper has (or is doing so, then waiting for it). The
-// expression must be one newGateChecks collected.
+// expression must be one newGateChecks collected: asking for another is a
+// programming error (the two would disagree on which gates are checked).
 func (g *gateChecks) problem(expression string) string {
-	s := &g.slots[g.index[expression]]
+	i, ok := g.index[expression]
+	if !ok {
+		panic("graph: gate expression was not collected by newGateChecks")
+	}
+	s := &g.slots[i]
 	if s.state.Load() != slotDone && !g.check(s) {
 		<-s.done
 	}
