@@ -344,6 +344,22 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.expect(204, call{method: "DELETE", path: "/v1/workflows/notes/webhooks/" + hookID, token: tok})
 	c.expect(404, call{method: "POST", path: "/hooks/" + hookID, body: payload, header: signed("evt-3")})
 
+	// Revocations.
+	revocation := map[string]any{"sub": "dave", "scope": auth.ScopeNotesWrite}
+	c.expect(201, call{method: "POST", path: "/v1/revocations", token: tok, body: revocation})
+	c.expect(200, call{method: "POST", path: "/v1/revocations", token: tok, body: revocation})
+	c.expect(201, call{method: "POST", path: "/v1/revocations", token: tok, body: map[string]any{"sub": "dave", "scope": auth.ScopeRunsExecute}})
+	c.expect(400, call{method: "POST", path: "/v1/revocations", token: tok,
+		body: map[string]any{"sub": "dave", "scope": "root everything"}, malformed: true})
+	c.expect(403, call{method: "POST", path: "/v1/revocations", token: readOnly, body: revocation})
+	page = c.expect(200, call{method: "GET", path: "/v1/revocations?sub=dave&limit=1", token: tok}).json(t)
+	cursor, _ = page["nextCursor"].(string)
+	require.NotEmpty(t, cursor)
+	c.expect(200, call{method: "GET", path: "/v1/revocations?sub=dave&cursor=" + cursor, token: tok})
+	c.expect(400, call{method: "GET", path: "/v1/revocations?cursor=" + cursor, token: tok})
+	c.expect(204, call{method: "DELETE", path: "/v1/revocations/dave/" + auth.ScopeNotesWrite, token: tok})
+	c.expect(404, call{method: "DELETE", path: "/v1/revocations/dave/" + auth.ScopeNotesWrite, token: tok})
+
 	// Metrics after the runs: runs by status from PostgreSQL, node
 	// durations from the worker, API latency by route template.
 	metricsText := string(c.expect(200, call{method: "GET", path: "/metrics"}).body)

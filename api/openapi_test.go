@@ -218,7 +218,7 @@ func TestOpenAPIScopesMatchRoutes(t *testing.T) {
 		return tok
 	}
 	noScopes := mint()
-	concrete := strings.NewReplacer("{key}", "k", "{n}", "1", "{id}", "x")
+	concrete := strings.NewReplacer("{key}", "k", "{n}", "1", "{id}", "x", "{sub}", "s", "{scope}", auth.ScopeNotesWrite)
 	call := func(method, path, token string) (int, map[string]any) {
 		req := httptest.NewRequest(method, concrete.Replace(path), nil)
 		if token != "" {
@@ -265,4 +265,15 @@ func TestOpenAPIScopesMatchRoutes(t *testing.T) {
 	}
 	require.Greater(t, checked, 20)
 	t.Logf("%d scoped /v1 operations match their routes", checked)
+}
+
+// TestOpenAPIScopeNamesAllScopes: the Scope schema (what POST
+// /v1/revocations accepts) names every one of weft's scopes.
+func TestOpenAPIScopeNamesAllScopes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	ref := doc.Components.Schemas["Scope"]
+	require.NotNil(t, ref, "components/schemas/Scope")
+	for _, s := range auth.AllScopes {
+		require.Contains(t, ref.Value.Description, s, "update components/schemas/Scope in api/openapi.yaml")
+	}
 }

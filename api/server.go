@@ -87,6 +87,7 @@ func New(d Deps) *echo.Echo {
 	s.registerAgentRoutes(v1)
 	s.registerScheduleRoutes(v1)
 	s.registerWebhookRoutes(e, v1)
+	s.registerRevocationRoutes(v1)
 	s.registerOpenAPIRoute(v1)
 	return e
 }

@@ -23,6 +23,10 @@ const (
 	ScopeAgentsWrite      = "agents.write"
 	ScopeVariablesRead    = "variables.read"
 	ScopeSchedulesManage  = "schedules.manage"
+	// ScopeRevocationsManage lists, adds and removes revocations: scopes
+	// withdrawn from the service actors (schedules, webhooks) a sub
+	// configured.
+	ScopeRevocationsManage = "revocations.manage"
 	// ScopeNotesWrite is a business permission required by workspace.notes.write@1.
 	ScopeNotesWrite = "notes.write"
 )
@@ -32,7 +36,7 @@ var AllScopes = []string{
 	ScopeWorkflowsRead, ScopeWorkflowsWrite, ScopeWorkflowsPublish,
 	ScopeRunsExecute, ScopeRunsRead, ScopeRunsCancel,
 	ScopeAgentsRead, ScopeAgentsWrite, ScopeVariablesRead, ScopeSchedulesManage,
-	ScopeNotesWrite,
+	ScopeRevocationsManage, ScopeNotesWrite,
 }
 
 // Principal is the authenticated caller.

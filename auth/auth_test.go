@@ -83,3 +83,21 @@ func TestMissing(t *testing.T) {
 		t.Fatalf("Missing = %v, want [b d]", got)
 	}
 }
+
+// TestAllScopes pins the scope list: the dev token carries all of them,
+// `weft token` warns about any other, POST /v1/revocations accepts only
+// these, and api/openapi.yaml lists them (components/schemas/Scope).
+func TestAllScopes(t *testing.T) {
+	want := []string{
+		"workflows.read", "workflows.write", "workflows.publish",
+		"runs.execute", "runs.read", "runs.cancel",
+		"agents.read", "agents.write", "variables.read", "schedules.manage",
+		"revocations.manage", "notes.write",
+	}
+	if strings.Join(AllScopes, " ") != strings.Join(want, " ") {
+		t.Fatalf("AllScopes = %v, want %v", AllScopes, want)
+	}
+	if ScopeRevocationsManage != "revocations.manage" {
+		t.Fatalf("ScopeRevocationsManage = %q", ScopeRevocationsManage)
+	}
+}

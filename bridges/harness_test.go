@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -153,4 +154,17 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// revoke withdraws scope from sub's service actors through
+// POST /v1/revocations, as the holder of token.
+func (v *env) revoke(token, sub, scope string) response {
+	v.t.Helper()
+	return v.do(http.MethodPost, "/v1/revocations", token, map[string]any{"sub": sub, "scope": scope})
+}
+
+// unrevoke removes a revocation through DELETE /v1/revocations/{sub}/{scope}.
+func (v *env) unrevoke(token, sub, scope string) response {
+	v.t.Helper()
+	return v.do(http.MethodDelete, "/v1/revocations/"+url.PathEscape(sub)+"/"+url.PathEscape(scope), token, nil)
 }

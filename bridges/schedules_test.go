@@ -152,16 +152,17 @@ func TestScheduleRevocationRefusesFiringWithEvidence(t *testing.T) {
 	t.Parallel()
 	v := newEnv(t)
 	v.publish("notes", notesGraph)
-	ctx := context.Background()
 
 	res := v.do(http.MethodPost, "/v1/workflows/notes/schedules", v.token, map[string]any{"every": "2s", "input": map[string]any{"n": 1}})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	id := res.JSON(t)["scheduleId"].(string)
 	eventually(t, 8*time.Second, "a first scheduled run", func() bool { return len(v.scheduleRuns("notes", id)) >= 1 })
 
-	// Revoking notes.write from alice withdraws it from her schedule's
-	// service actor: the next firing is refused at enqueue and recorded.
-	require.NoError(t, v.st.Revoke(ctx, v.tenant, "alice", auth.ScopeNotesWrite))
+	// Revoking notes.write from alice (POST /v1/revocations) withdraws it
+	// from her schedule's service actor: the next firing is refused at
+	// enqueue and recorded.
+	res = v.revoke(v.token, "alice", auth.ScopeNotesWrite)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	var refusal map[string]any
 	eventually(t, 8*time.Second, "a refused firing", func() bool {
 		list := v.listSchedules("notes", v.token)
@@ -192,8 +193,10 @@ func TestScheduleRevocationRefusesFiringWithEvidence(t *testing.T) {
 	}
 
 	// Revoking runs.execute is refused by the bridge itself.
-	require.NoError(t, v.st.Unrevoke(ctx, v.tenant, "alice", auth.ScopeNotesWrite))
-	require.NoError(t, v.st.Revoke(ctx, v.tenant, "alice", auth.ScopeRunsExecute))
+	res = v.unrevoke(v.token, "alice", auth.ScopeNotesWrite)
+	require.Equal(t, http.StatusNoContent, res.Status, "%s", res.Body)
+	res = v.revoke(v.token, "alice", auth.ScopeRunsExecute)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	eventually(t, 8*time.Second, "a refusal for runs.execute", func() bool {
 		r, _ := v.listSchedules("notes", v.token)[0]["lastRefusal"].(map[string]any)
 		m, _ := r["missing"].([]any)

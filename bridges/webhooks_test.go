@@ -168,7 +168,6 @@ func TestWebhookServiceActorRule(t *testing.T) {
 	t.Parallel()
 	v := newEnv(t)
 	v.publish("notes", notesGraph)
-	ctx := context.Background()
 
 	// Creating needs schedules.manage, and runs.execute (the webhook runs
 	// the workflow as its creator).
@@ -194,7 +193,8 @@ func TestWebhookServiceActorRule(t *testing.T) {
 	h := v.createWebhook("notes", v.token)
 	res = v.signed(h, "e1", []byte(`{"n":1}`))
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	require.NoError(t, v.st.Revoke(ctx, v.tenant, "alice", auth.ScopeNotesWrite))
+	res = v.revoke(v.token, "alice", auth.ScopeNotesWrite)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	res = v.signed(h, "e2", []byte(`{"n":2}`))
 	require.Equal(t, http.StatusForbidden, res.Status, "%s", res.Body)
 	require.Equal(t, "PERMISSION_DENIED", res.Code(t))
@@ -212,6 +212,69 @@ func TestWebhookServiceActorRule(t *testing.T) {
 		require.Equal(t, []any{auth.ScopeNotesWrite}, r["missing"])
 	}
 	require.Equal(t, id2key(h.id, "e2"), byID[h.id]["lastRefusal"].(map[string]any)["firingKey"])
+}
+
+// TestRevocationsAPIWithdrawsAndRestoresAWebhookScope drives a revocation
+// end to end through the HTTP API: an operator holding only
+// revocations.manage revokes notes.write from alice, and the next delivery
+// of her webhook is refused with evidence (403 PERMISSION_DENIED, the
+// refusal recorded as the webhook's lastRefusal, no run); another tenant's
+// revocation of the same sub changes nothing; removing the revocation lets
+// the next delivery run again.
+func TestRevocationsAPIWithdrawsAndRestoresAWebhookScope(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.publish("notes", notesGraph)
+	ops := v.mint(v.tenant, "ops", auth.ScopeRevocationsManage)
+	h := v.createWebhook("notes", v.token)
+	deliver := func(event string, want int) response {
+		t.Helper()
+		res := v.signed(h, event, []byte(`{"event":"`+event+`"}`))
+		require.Equal(t, want, res.Status, "delivery %s: %s", event, res.Body)
+		return res
+	}
+	deliver("before", http.StatusAccepted)
+
+	// The same sub revoked in another tenant is that tenant's business.
+	res := v.revoke(v.otherToken, "alice", auth.ScopeNotesWrite)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	deliver("other-tenant", http.StatusAccepted)
+	require.Len(t, v.runs("notes"), 2)
+
+	// Revoked in alice's tenant: refused, with evidence, and not run.
+	res = v.revoke(ops, "alice", auth.ScopeNotesWrite)
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	require.Equal(t, "alice", res.JSON(t)["sub"])
+	res = deliver("revoked", http.StatusForbidden)
+	require.Equal(t, "PERMISSION_DENIED", res.Code(t))
+	require.Equal(t, []any{auth.ScopeNotesWrite}, res.JSON(t)["error"].(map[string]any)["details"].(map[string]any)["missing"])
+	require.Len(t, v.runs("notes"), 2, "a refused delivery started a run")
+	_, bound := v.idempotencyKeys("notes")[id2key(h.id, "revoked")]
+	require.False(t, bound, "a refused delivery bound its key to a run")
+	res = v.do(http.MethodGet, "/v1/workflows/notes/webhooks", v.token, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	hooks := res.JSON(t)["webhooks"].([]any)
+	require.Len(t, hooks, 1)
+	refusal := hooks[0].(map[string]any)["lastRefusal"].(map[string]any)
+	require.Equal(t, "PERMISSION_DENIED", refusal["code"])
+	require.Equal(t, []any{auth.ScopeNotesWrite}, refusal["missing"])
+	require.Equal(t, id2key(h.id, "revoked"), refusal["firingKey"])
+
+	// The operator sees it; revoking again is 200, and still refused.
+	res = v.do(http.MethodGet, "/v1/revocations?sub=alice", ops, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	listed := res.JSON(t)["revocations"].([]any)
+	require.Len(t, listed, 1)
+	require.Equal(t, auth.ScopeNotesWrite, listed[0].(map[string]any)["scope"])
+	require.Equal(t, http.StatusOK, v.revoke(ops, "alice", auth.ScopeNotesWrite).Status)
+	deliver("still-revoked", http.StatusForbidden)
+
+	// Removed: the next delivery runs again.
+	res = v.unrevoke(ops, "alice", auth.ScopeNotesWrite)
+	require.Equal(t, http.StatusNoContent, res.Status, "%s", res.Body)
+	deliver("restored", http.StatusAccepted)
+	require.Len(t, v.runs("notes"), 3)
+	require.Equal(t, http.StatusNotFound, v.unrevoke(ops, "alice", auth.ScopeNotesWrite).Status)
 }
 
 func id2key(id, event string) string { return bridges.DeliveryKey(id, event) }

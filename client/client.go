@@ -1,6 +1,6 @@
 // Package client is a small typed HTTP client for weft's v1 API, used by the
 // command line's client verbs (validate, push, publish, run, runs, events,
-// cancel). Every refusal the API answers with {"error": {code, message,
+// cancel, revocations). Every refusal the API answers with {"error": {code, message,
 // details}} comes back as an *Error carrying that code.
 package client
 
@@ -516,4 +516,64 @@ func (f *EventFollower) Next(ctx context.Context) ([]Event, error) {
 		}
 		f.cursor = *page.NextCursor
 	}
+}
+
+// Revocation withdraws Scope from every schedule and webhook service actor
+// Sub configured in the caller's tenant.
+type Revocation struct {
+	Sub       string    `json:"sub"`
+	Scope     string    `json:"scope"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Created is false when the revocation already existed (AddRevocation).
+	Created bool `json:"-"`
+}
+
+// RevocationFilter narrows ListRevocations.
+type RevocationFilter struct {
+	// Sub lists one sub's revocations only ("" = every sub).
+	Sub    string
+	Limit  int
+	Cursor string
+}
+
+// RevocationPage is one page of revocations, by sub then scope.
+type RevocationPage struct {
+	Revocations []Revocation `json:"revocations"`
+	NextCursor  *string      `json:"nextCursor"`
+}
+
+// ListRevocations lists the tenant's revocations (GET /v1/revocations).
+func (c *Client) ListRevocations(ctx context.Context, f RevocationFilter) (RevocationPage, error) {
+	q := url.Values{}
+	if f.Sub != "" {
+		q.Set("sub", f.Sub)
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Cursor != "" {
+		q.Set("cursor", f.Cursor)
+	}
+	var out RevocationPage
+	err := c.doJSON(ctx, http.MethodGet, "/v1/revocations", q, nil, &out)
+	return out, err
+}
+
+// AddRevocation revokes scope from sub's service actors (POST
+// /v1/revocations); Created reports whether it is new.
+func (c *Client) AddRevocation(ctx context.Context, sub, scope string) (Revocation, error) {
+	var out Revocation
+	body, err := json.Marshal(map[string]string{"sub": sub, "scope": scope})
+	if err != nil {
+		return out, err
+	}
+	status, err := c.send(ctx, http.MethodPost, "/v1/revocations", nil, ContentJSON, body, &out)
+	out.Created = status == http.StatusCreated
+	return out, err
+}
+
+// RemoveRevocation gives scope back to sub's service actors (DELETE
+// /v1/revocations/{sub}/{scope}); a missing revocation is NOT_FOUND.
+func (c *Client) RemoveRevocation(ctx context.Context, sub, scope string) error {
+	return c.doJSON(ctx, http.MethodDelete, "/v1/revocations/"+url.PathEscape(sub)+"/"+url.PathEscape(scope), nil, nil, nil)
 }

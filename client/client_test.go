@@ -132,3 +132,40 @@ func TestEventFollowerReturnsEachEventOnce(t *testing.T) {
 	require.Equal(t, []string{"", "c2", "c2"}, cursors)
 	require.True(t, Terminal(strings.TrimPrefix("run.succeeded", "run.")))
 }
+
+func TestRevocationRequests(t *testing.T) {
+	ctx := context.Background()
+	answer := `{"sub":"team/ops","scope":"notes.write","createdAt":"2025-01-02T03:04:05Z"}`
+	c, posted := server(t, http.StatusCreated, answer)
+	r, err := c.AddRevocation(ctx, "team/ops", "notes.write")
+	require.NoError(t, err)
+	require.True(t, r.Created)
+	require.Equal(t, "team/ops", r.Sub)
+	require.Equal(t, "notes.write", r.Scope)
+	require.Equal(t, 2025, r.CreatedAt.Year())
+	c2, _ := server(t, http.StatusOK, answer)
+	r, err = c2.AddRevocation(ctx, "team/ops", "notes.write")
+	require.NoError(t, err)
+	require.False(t, r.Created, "200 means it already existed")
+	require.Equal(t, []recorded{{"POST", "/v1/revocations", "", "application/json", "Bearer tok", `{"scope":"notes.write","sub":"team/ops"}`}}, *posted)
+
+	c, got := server(t, http.StatusOK, `{"revocations":[{"sub":"a","scope":"runs.read","createdAt":"2025-01-02T03:04:05Z"}],"nextCursor":"n"}`)
+	page, err := c.ListRevocations(ctx, RevocationFilter{Sub: "a b", Limit: 5, Cursor: "c+d"})
+	require.NoError(t, err)
+	require.Len(t, page.Revocations, 1)
+	require.Equal(t, "runs.read", page.Revocations[0].Scope)
+	require.Equal(t, "n", *page.NextCursor)
+	_, err = c.ListRevocations(ctx, RevocationFilter{})
+	require.NoError(t, err)
+
+	c3, deleted := server(t, http.StatusNoContent, "")
+	require.NoError(t, c3.RemoveRevocation(ctx, "team/ops 100%", "notes.write"))
+	require.Equal(t, []recorded{
+		{"GET", "/v1/revocations", "cursor=c%2Bd&limit=5&sub=a+b", "", "Bearer tok", ""},
+		{"GET", "/v1/revocations", "", "", "Bearer tok", ""},
+	}, *got)
+	require.Equal(t, []recorded{{"DELETE", "/v1/revocations/team%2Fops%20100%25/notes.write", "", "", "Bearer tok", ""}}, *deleted)
+
+	c4, _ := server(t, http.StatusNotFound, `{"error":{"code":"NOT_FOUND","message":"no revocation"}}`)
+	require.True(t, IsNotFound(c4.RemoveRevocation(ctx, "a", "notes.write")))
+}

@@ -297,28 +297,125 @@ func (s *Store) DeleteWebhook(ctx context.Context, tenantID, workflowKey, webhoo
 	return nil
 }
 
-// Revoke withdraws scope from every service actor sub configured in
-// tenant. Revoking twice is harmless.
-func (s *Store) Revoke(ctx context.Context, tenantID, sub, scope string) error {
+// Revocation is one row of revocations: scope withdrawn from every service
+// actor (schedule, webhook) Sub configured in the tenant.
+type Revocation struct {
+	TenantID  string
+	Sub       string
+	Scope     string
+	CreatedAt time.Time
+}
+
+// RevocationCursor is a keyset position in a revocations list, which is
+// ordered by (Sub, Scope) ascending.
+type RevocationCursor struct {
+	Sub   string
+	Scope string
+}
+
+const revocationColumns = `tenant_id, sub, scope, created_at`
+
+func scanRevocation(row pgx.CollectableRow) (Revocation, error) {
+	var r Revocation
+	err := row.Scan(&r.TenantID, &r.Sub, &r.Scope, &r.CreatedAt)
+	return r, err
+}
+
+// AddRevocation withdraws scope from every service actor sub configured in
+// tenant. It returns the revocation and whether this call created it:
+// adding an existing revocation returns that row (its CreatedAt) with
+// created false.
+func (s *Store) AddRevocation(ctx context.Context, tenantID, sub, scope string) (Revocation, bool, error) {
 	if tenantID == "" || sub == "" || scope == "" {
-		return failure.New(failure.CodeInvalidRequest, "a revocation needs tenant, sub and scope")
+		return Revocation{}, false, failure.New(failure.CodeInvalidRequest, "a revocation needs tenant, sub and scope")
 	}
-	_, err := s.Pool.Exec(ctx, `INSERT INTO revocations (tenant_id, sub, scope) VALUES ($1, $2, $3)
-		ON CONFLICT DO NOTHING`, tenantID, sub, scope)
+	// The insert and the read of an existing row are separate statements:
+	// a row inserted by a concurrent transaction after one statement's
+	// snapshot makes the insert do nothing yet stays invisible to a read in
+	// that statement. A row deleted between the two is inserted again.
+	for attempt := 0; attempt < 3; attempt++ {
+		rows, err := s.Pool.Query(ctx, `INSERT INTO revocations (tenant_id, sub, scope) VALUES ($1, $2, $3)
+			ON CONFLICT DO NOTHING
+			RETURNING `+revocationColumns, tenantID, sub, scope)
+		if err != nil {
+			return Revocation{}, false, fmt.Errorf("store: add revocation: %w", err)
+		}
+		created, err := pgx.CollectRows(rows, scanRevocation)
+		if err != nil {
+			return Revocation{}, false, fmt.Errorf("store: add revocation: %w", err)
+		}
+		if len(created) == 1 {
+			return created[0], true, nil
+		}
+		rows, err = s.Pool.Query(ctx, `SELECT `+revocationColumns+` FROM revocations
+			WHERE tenant_id = $1 AND sub = $2 AND scope = $3`, tenantID, sub, scope)
+		if err != nil {
+			return Revocation{}, false, fmt.Errorf("store: add revocation: %w", err)
+		}
+		existing, err := pgx.CollectRows(rows, scanRevocation)
+		if err != nil {
+			return Revocation{}, false, fmt.Errorf("store: add revocation: %w", err)
+		}
+		if len(existing) == 1 {
+			return existing[0], false, nil
+		}
+	}
+	return Revocation{}, false, fmt.Errorf("store: add revocation: the revocation of %s from %s kept changing concurrently", scope, sub)
+}
+
+// DeleteRevocation deletes a revocation of tenant. A missing one (or
+// another tenant's) is failure.ErrNotFound.
+func (s *Store) DeleteRevocation(ctx context.Context, tenantID, sub, scope string) error {
+	tag, err := s.Pool.Exec(ctx, `DELETE FROM revocations WHERE tenant_id = $1 AND sub = $2 AND scope = $3`,
+		tenantID, sub, scope)
 	if err != nil {
-		return fmt.Errorf("store: revoke: %w", err)
+		return fmt.Errorf("store: delete revocation: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return failure.ErrNotFound
 	}
 	return nil
 }
 
-// Unrevoke deletes a revocation row; deleting a missing one is harmless.
+// Revoke is AddRevocation for callers that need not know whether the row
+// is new: revoking twice is harmless.
+func (s *Store) Revoke(ctx context.Context, tenantID, sub, scope string) error {
+	_, _, err := s.AddRevocation(ctx, tenantID, sub, scope)
+	return err
+}
+
+// Unrevoke is DeleteRevocation for callers that need not know whether
+// there was a row: deleting a missing one is harmless.
 func (s *Store) Unrevoke(ctx context.Context, tenantID, sub, scope string) error {
-	_, err := s.Pool.Exec(ctx, `DELETE FROM revocations WHERE tenant_id = $1 AND sub = $2 AND scope = $3`,
-		tenantID, sub, scope)
-	if err != nil {
-		return fmt.Errorf("store: unrevoke: %w", err)
+	if err := s.DeleteRevocation(ctx, tenantID, sub, scope); err != nil && !errors.Is(err, failure.ErrNotFound) {
+		return err
 	}
 	return nil
+}
+
+// ListRevocations lists the revocations of tenant, of one sub or, when sub
+// is "", of every sub, ordered by (sub, scope), starting after the cursor.
+func (s *Store) ListRevocations(ctx context.Context, tenantID, sub string, after *RevocationCursor, limit int) ([]Revocation, error) {
+	var c RevocationCursor
+	if after != nil {
+		c = *after
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT `+revocationColumns+` FROM revocations
+		WHERE tenant_id = $1 AND ($2 = '' OR sub = $2)
+		  AND ($3::boolean OR (sub, scope) > ($4, $5))
+		ORDER BY sub, scope
+		LIMIT $6`, tenantID, sub, after == nil, c.Sub, c.Scope, bridgeLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("store: list revocations: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanRevocation)
+	if err != nil {
+		return nil, fmt.Errorf("store: list revocations: %w", err)
+	}
+	if out == nil {
+		out = []Revocation{}
+	}
+	return out, nil
 }
 
 // RevokedScopes returns the scopes revoked from sub in tenant, sorted.

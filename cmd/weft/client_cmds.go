@@ -16,11 +16,11 @@ import (
 	"github.com/weftworks/weft/toolsets"
 )
 
-// The client verbs (validate, push, publish, run, runs, events, cancel) talk
-// to a running weft API through package client. They are configured by the
-// environment: WEFT_URL (default http://localhost:8080, what `weft dev`
-// serves) and WEFT_TOKEN (a bearer token, e.g. the one `weft dev` prints or
-// `weft token` mints). `weft validate` works offline.
+// The client verbs (validate, push, publish, run, runs, events, cancel,
+// revocations) talk to a running weft API through package client. They are
+// configured by the environment: WEFT_URL (default http://localhost:8080,
+// what `weft dev` serves) and WEFT_TOKEN (a bearer token, e.g. the one
+// `weft dev` prints or `weft token` mints). `weft validate` works offline.
 
 // defaultAPIURL is where `weft dev` serves the API by default.
 const defaultAPIURL = "http://localhost:8080"
@@ -35,6 +35,7 @@ func clientCommands() []*cobra.Command {
 		newRunsCmd(),
 		newEventsCmd(),
 		newCancelCmd(),
+		newRevocationsCmd(),
 	}
 }
 

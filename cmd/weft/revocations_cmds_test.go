@@ -1,0 +1,127 @@
+package main_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/weftworks/weft/api"
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/internal/testinfra"
+)
+
+// TestRevocationVerbs drives `weft revocations list|add|remove` as
+// subprocesses against the API served in process over a fresh database (no
+// Temporal needed: revocations live in PostgreSQL).
+func TestRevocationVerbs(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	keys := testinfra.Keys(t, "revocation-verbs-secret-0123456789")
+	srv := httptest.NewServer(api.New(api.Deps{Store: st, Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	t.Cleanup(srv.Close)
+	as := func(tenant, sub string, scopes ...string) []string {
+		return []string{"WEFT_URL=" + srv.URL, "WEFT_TOKEN=" + testinfra.Token(t, keys, tenant, sub, scopes...)}
+	}
+	ops := as("acme", "ops", auth.ScopeRevocationsManage)
+	revoked := func(sub string) []string {
+		t.Helper()
+		scopes, err := st.RevokedScopes(context.Background(), "acme", sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return scopes
+	}
+
+	r := weftCLI(t, ops, "revocations", "list")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "SUB  SCOPE  CREATED" {
+		t.Fatalf("list of none:\n%s", r)
+	}
+
+	// add: new, then already there.
+	r = weftCLI(t, ops, "revocations", "add", "--sub", "alice", "--scope", "notes.write")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "revoked notes.write from alice" {
+		t.Fatalf("add:\n%s", r)
+	}
+	if got := revoked("alice"); !slices.Equal(got, []string{"notes.write"}) {
+		t.Fatalf("after add, alice's revoked scopes = %v", got)
+	}
+	r = weftCLI(t, ops, "revocations", "add", "--sub", "alice", "--scope", "notes.write")
+	if r.code != 0 || !strings.Contains(r.stdout, "notes.write was already revoked from alice (since ") {
+		t.Errorf("add again:\n%s", r)
+	}
+	for _, args := range [][]string{
+		{"--sub", "team/ops", "--scope", "runs.execute"},
+		{"--sub", "alice", "--scope", "runs.execute"},
+		{"--sub", "bob", "--scope", "schedules.manage"},
+	} {
+		if r = weftCLI(t, ops, append([]string{"revocations", "add"}, args...)...); r.code != 0 {
+			t.Fatalf("add %v:\n%s", args, r)
+		}
+	}
+
+	// Refusals: a scope with a space (the API's code), missing flags.
+	r = weftCLI(t, ops, "revocations", "add", "--sub", "alice", "--scope", "crm write")
+	if r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") || !strings.Contains(r.stderr, "crm write") {
+		t.Errorf("add of a scope with a space:\n%s", r)
+	}
+	if r = weftCLI(t, ops, "revocations", "add", "--sub", "alice"); r.code != 1 || !strings.Contains(r.stderr, "scope") {
+		t.Errorf("add without --scope:\n%s", r)
+	}
+	if r = weftCLI(t, ops, "revocations", "remove", "--sub", "", "--scope", "notes.write"); r.code != 1 {
+		t.Errorf("remove with an empty --sub:\n%s", r)
+	}
+
+	// list: every page (--limit 1 is one row per request), by sub then
+	// scope; --sub narrows it.
+	r = weftCLI(t, ops, "revocations", "list", "--limit", "1")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 5 {
+		t.Fatalf("list:\n%s", r)
+	}
+	var rows []string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		rows = append(rows, f[0]+" "+f[1])
+	}
+	if want := []string{"alice notes.write", "alice runs.execute", "bob schedules.manage", "team/ops runs.execute"}; !slices.Equal(rows, want) {
+		t.Errorf("list rows = %v, want %v\n%s", rows, want, r)
+	}
+	r = weftCLI(t, ops, "revocations", "list", "--sub", "team/ops")
+	if lines = strings.Split(strings.TrimSpace(r.stdout), "\n"); r.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "team/ops  runs.execute  ") {
+		t.Errorf("list --sub team/ops:\n%s", r)
+	}
+
+	// remove: a sub with '/' reaches the API escaped; a second remove is NOT_FOUND.
+	r = weftCLI(t, ops, "revocations", "remove", "--sub", "team/ops", "--scope", "runs.execute")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "removed the revocation of runs.execute from team/ops" {
+		t.Fatalf("remove:\n%s", r)
+	}
+	if got := revoked("team/ops"); len(got) != 0 {
+		t.Fatalf("after remove, team/ops's revoked scopes = %v", got)
+	}
+	r = weftCLI(t, ops, "revocations", "remove", "--sub", "team/ops", "--scope", "runs.execute")
+	if r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
+		t.Errorf("remove again:\n%s", r)
+	}
+
+	// Another tenant sees and removes nothing of acme's; a token without
+	// revocations.manage is refused.
+	other := as("globex", "mallory", auth.AllScopes...)
+	if r = weftCLI(t, other, "revocations", "list"); r.code != 0 || strings.Contains(r.stdout, "alice") {
+		t.Errorf("another tenant's list:\n%s", r)
+	}
+	if r = weftCLI(t, other, "revocations", "remove", "--sub", "alice", "--scope", "notes.write"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
+		t.Errorf("another tenant's remove:\n%s", r)
+	}
+	if got := revoked("alice"); !slices.Equal(got, []string{"notes.write", "runs.execute"}) {
+		t.Errorf("alice's revoked scopes after another tenant's remove = %v", got)
+	}
+	r = weftCLI(t, as("acme", "alice", auth.ScopeSchedulesManage, auth.ScopeRunsExecute), "revocations", "list")
+	if r.code != 1 || !strings.Contains(r.stderr, "MISSING_SCOPE") {
+		t.Errorf("list without revocations.manage:\n%s", r)
+	}
+}
