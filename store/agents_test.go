@@ -127,7 +127,9 @@ func TestPublishActionContractsRefusesAChangedContract(t *testing.T) {
 }
 
 // newRun stores a queued run of tenant.
-func newRun(t *testing.T, st *store.Store, tenant string) string {
+func newRun(t *testing.T, st *store.Store, tenant string) string { return newRunTB(t, st, tenant) }
+
+func newRunTB(t testing.TB, st *store.Store, tenant string) string {
 	t.Helper()
 	id := uuid.NewString()
 	_, _, err := st.CreateRun(context.Background(), store.Run{RunID: id, TenantID: tenant, WorkflowKey: "wf", Checksum: "c",
