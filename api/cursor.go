@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 
 	"github.com/weftworks/weft/failure"
@@ -71,4 +72,34 @@ func cursorMAC(key []byte, scope string, payload []byte) []byte {
 	m.Write([]byte{0})
 	m.Write(payload)
 	return m.Sum(nil)[:cursorMACLen]
+}
+
+// openJSONCursor opens a cursor whose payload is a JSON-encoded C, as
+// trimPage seals them. No cursor is nil; one whose payload does not decode,
+// or that valid refuses, is CURSOR_INVALID.
+func openJSONCursor[C any](s *Server, scope, cursor string, valid func(C) bool) (*C, error) {
+	if cursor == "" {
+		return nil, nil
+	}
+	payload, err := s.openCursor(scope, cursor)
+	if err != nil {
+		return nil, err
+	}
+	var c C
+	if err := json.Unmarshal(payload, &c); err != nil || !valid(c) {
+		return nil, failure.New(failure.CodeCursorInvalid, "the cursor is invalid")
+	}
+	return &c, nil
+}
+
+// trimPage takes the rows of a keyset query asked for limit+1 rows: it
+// keeps the first limit and, when there was one more, seals the cursor
+// after the last kept row (cursorOf's value as JSON); else the cursor is "".
+func trimPage[T, C any](s *Server, scope string, rows []T, limit int, cursorOf func(T) C) ([]T, string) {
+	if len(rows) <= limit {
+		return rows, ""
+	}
+	rows = rows[:limit]
+	payload, _ := json.Marshal(cursorOf(rows[limit-1]))
+	return rows, s.sealCursor(scope, payload)
 }

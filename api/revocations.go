@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -104,29 +103,21 @@ func (s *Server) listRevocations(c echo.Context) error {
 		return err
 	}
 	scope := cursorScope("revocations", p.Tenant, sub)
+	rc, err := openJSONCursor(s, scope, c.QueryParam("cursor"), func(rc revocationCursor) bool { return rc.Sub != "" && rc.Scope != "" })
+	if err != nil {
+		return err
+	}
 	var after *store.RevocationCursor
-	if cur := c.QueryParam("cursor"); cur != "" {
-		payload, err := s.openCursor(scope, cur)
-		if err != nil {
-			return err
-		}
-		var rc revocationCursor
-		if err := json.Unmarshal(payload, &rc); err != nil || rc.Sub == "" || rc.Scope == "" {
-			return failure.New(failure.CodeCursorInvalid, "the cursor is invalid")
-		}
+	if rc != nil {
 		after = &store.RevocationCursor{Sub: rc.Sub, Scope: rc.Scope}
 	}
 	rows, err := st.ListRevocations(c.Request().Context(), p.Tenant, sub, after, limit+1)
 	if err != nil {
 		return err
 	}
-	next := ""
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[limit-1]
-		payload, _ := json.Marshal(revocationCursor{Sub: last.Sub, Scope: last.Scope})
-		next = s.sealCursor(scope, payload)
-	}
+	rows, next := trimPage(s, scope, rows, limit, func(r store.Revocation) revocationCursor {
+		return revocationCursor{Sub: r.Sub, Scope: r.Scope}
+	})
 	out := make([]revocationBody, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, toRevocationBody(r))

@@ -237,28 +237,20 @@ func (s *Server) listRuns(c echo.Context) error {
 		return failure.New(failure.CodeInvalidRequest, "status must be one of queued, running, succeeded, failed, cancelled")
 	}
 	scope := cursorScope("runs", p.Tenant, f.WorkflowKey, f.Status)
-	if cur := c.QueryParam("cursor"); cur != "" {
-		payload, err := s.openCursor(scope, cur)
-		if err != nil {
-			return err
-		}
-		var rc runsCursor
-		if err := json.Unmarshal(payload, &rc); err != nil {
-			return failure.New(failure.CodeCursorInvalid, "the cursor is invalid")
-		}
+	rc, err := openJSONCursor(s, scope, c.QueryParam("cursor"), func(runsCursor) bool { return true })
+	if err != nil {
+		return err
+	}
+	if rc != nil {
 		f.Before = &store.RunCursor{CreatedAt: rc.CreatedAt, RunID: rc.RunID}
 	}
 	runs, err := s.deps.Store.ListRuns(c.Request().Context(), p.Tenant, f)
 	if err != nil {
 		return err
 	}
-	next := ""
-	if len(runs) > limit {
-		runs = runs[:limit]
-		last := runs[limit-1]
-		payload, _ := json.Marshal(runsCursor{CreatedAt: last.CreatedAt, RunID: last.RunID})
-		next = s.sealCursor(scope, payload)
-	}
+	runs, next := trimPage(s, scope, runs, limit, func(r store.Run) runsCursor {
+		return runsCursor{CreatedAt: r.CreatedAt, RunID: r.RunID}
+	})
 	items := make([]runBody, 0, len(runs))
 	for _, r := range runs {
 		items = append(items, s.runJSON(r))
@@ -522,29 +514,21 @@ func (s *Server) listNotes(c echo.Context) error {
 		return err
 	}
 	scope := cursorScope("notes", p.Tenant)
+	nc, err := openJSONCursor(s, scope, c.QueryParam("cursor"), func(notesCursor) bool { return true })
+	if err != nil {
+		return err
+	}
 	var before *store.NoteCursor
-	if cur := c.QueryParam("cursor"); cur != "" {
-		payload, err := s.openCursor(scope, cur)
-		if err != nil {
-			return err
-		}
-		var nc notesCursor
-		if err := json.Unmarshal(payload, &nc); err != nil {
-			return failure.New(failure.CodeCursorInvalid, "the cursor is invalid")
-		}
+	if nc != nil {
 		before = &store.NoteCursor{CreatedAt: nc.CreatedAt, NoteID: nc.NoteID}
 	}
 	notes, err := s.deps.Store.ListNotes(c.Request().Context(), p.Tenant, limit+1, before)
 	if err != nil {
 		return err
 	}
-	next := ""
-	if len(notes) > limit {
-		notes = notes[:limit]
-		last := notes[limit-1]
-		payload, _ := json.Marshal(notesCursor{CreatedAt: last.CreatedAt, NoteID: last.NoteID})
-		next = s.sealCursor(scope, payload)
-	}
+	notes, next := trimPage(s, scope, notes, limit, func(n store.Note) notesCursor {
+		return notesCursor{CreatedAt: n.CreatedAt, NoteID: n.NoteID}
+	})
 	items := make([]noteBody, 0, len(notes))
 	for _, n := range notes {
 		items = append(items, noteBody{NoteID: n.NoteID, RunID: n.RunID, NodeID: n.NodeID, Title: n.Title,

@@ -133,17 +133,9 @@ func (b *bridgeRoutes) bridgePage(c echo.Context, scope string) (int, *store.Bri
 	if err != nil {
 		return 0, nil, err
 	}
-	cur := c.QueryParam("cursor")
-	if cur == "" {
-		return limit, nil, nil
-	}
-	payload, err := b.s.openCursor(scope, cur)
-	if err != nil {
-		return 0, nil, err
-	}
-	var bc bridgeCursor
-	if err := json.Unmarshal(payload, &bc); err != nil || bc.ID == "" {
-		return 0, nil, failure.New(failure.CodeCursorInvalid, "the cursor is invalid")
+	bc, err := openJSONCursor(b.s, scope, c.QueryParam("cursor"), func(bc bridgeCursor) bool { return bc.ID != "" })
+	if err != nil || bc == nil {
+		return limit, nil, err
 	}
 	return limit, &store.BridgeCursor{CreatedAt: bc.CreatedAt, ID: bc.ID}, nil
 }
