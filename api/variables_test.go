@@ -342,6 +342,20 @@ func TestPublicationChecksTemplatesAndKeepsThemRaw(t *testing.T) {
 
 	title := "{{ context.user.displayName }} filed {{ item.id }} for {{ agent.name }}"
 	create("good", graphWith(title, map[string]string{"item.id": "/in/id", "agentId": "/in/id"}))
+	// agent.name needs agents.read: a publisher without it may not embed it
+	// (a forbidden variable), in a dry-run, a publication or a simulated draft.
+	r = h.do(http.MethodPost, "/v1/workflows/good/dry-run", tok, map[string]any{})
+	require.Equal(t, false, r.Body["valid"], r.Raw)
+	require.Len(t, r.Body["issues"], 1, r.Raw)
+	forbidden := r.Body["issues"].([]any)[0].(map[string]any)
+	require.Equal(t, "UNKNOWN_VARIABLE", forbidden["code"])
+	require.Equal(t, "/nodes/2/mapping/title/template", forbidden["path"])
+	require.Contains(t, forbidden["message"], `needs scope "agents.read"`)
+	r = h.do(http.MethodPost, "/v1/workflows/good/publish", tok, map[string]any{"expectedRevision": 1})
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, r.Raw)
+	require.Contains(t, r.Raw, `needs scope \"agents.read\"`)
+
+	tok = h.tokenWith(auth.ScopeWorkflowsRead, auth.ScopeWorkflowsWrite, auth.ScopeWorkflowsPublish, auth.ScopeAgentsRead)
 	r = h.do(http.MethodPost, "/v1/workflows/good/publish", tok, map[string]any{"expectedRevision": 1})
 	require.Equal(t, http.StatusCreated, r.Status, r.Raw)
 	r = h.do(http.MethodGet, "/v1/workflows/good/revisions/1", tok, nil)

@@ -588,7 +588,7 @@ func (s *Server) dryRunWorkflow(c echo.Context) error {
 			Limits:     graph.DefaultLimits}
 		return c.JSON(http.StatusOK, out)
 	}
-	if out.DryRunResult, err = s.resolver().DryRun(ctx, p.Tenant, doc); err != nil {
+	if out.DryRunResult, err = s.resolver().ForScopes(p.Scopes).DryRun(ctx, p.Tenant, doc); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, out)
@@ -633,7 +633,7 @@ func (s *Server) publishWorkflow(c echo.Context) error {
 	doc, issues := graph.DecodeStored(d.Document)
 	var compiled *graph.Compiled
 	if issues == nil {
-		if compiled, issues, err = s.resolver().Compile(ctx, p.Tenant, doc); err != nil {
+		if compiled, issues, err = s.resolver().ForScopes(p.Scopes).Compile(ctx, p.Tenant, doc); err != nil {
 			return err
 		}
 	}

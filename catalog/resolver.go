@@ -71,6 +71,25 @@ func NewResolver(st Store, vars *variables.Registry) *Resolver {
 	return r
 }
 
+// ForScopes returns the resolver a principal holding scopes publishes
+// with: its template checker also refuses, as UNKNOWN_VARIABLE, a
+// registered variable whose scope the principal does not hold (a forbidden
+// variable, SPEC §6), so nobody embeds a variable they could not read
+// themselves. Everything else, the Compiler included, is shared. A resolver
+// without a registry-backed checker is returned as it is.
+func (r *Resolver) ForScopes(scopes []string) *Resolver {
+	if r == nil {
+		return nil
+	}
+	c, ok := r.Templates.(*graphcheck.Checker)
+	if !ok {
+		return r
+	}
+	scoped := *r
+	scoped.Templates = c.ForScopes(scopes)
+	return &scoped
+}
+
 // Options returns the validation hooks every validation, dry-run and
 // compilation of a document must use, so the three always agree.
 func (r *Resolver) Options() graph.Options {

@@ -20,9 +20,11 @@ import (
 // publication uses, and stores it unpublished under (tenant, checksum), so
 // the interpreter and the activities load it exactly like a published
 // revision. A draft with issues is refused like a publication: 422
-// INVALID_GRAPH with details.issues. Storing is idempotent (the checksum
-// covers the content), so enqueueing the same draft again is harmless.
-func (s *Starter) compileDraft(ctx context.Context, tenant, key string, n int) (*graph.Compiled, error) {
+// INVALID_GRAPH with details.issues, a template reading a variable outside
+// the caller's scopes included (as publication by that caller would refuse
+// it). Storing is idempotent (the checksum covers the content), so
+// enqueueing the same draft again is harmless.
+func (s *Starter) compileDraft(ctx context.Context, tenant string, scopes []string, key string, n int) (*graph.Compiled, error) {
 	d, err := s.store.GetDraft(ctx, tenant, key, n)
 	if errors.Is(err, failure.ErrNotFound) {
 		return nil, failure.New(failure.CodeNotFound, "workflow %q has no draft revision %d", key, n)
@@ -34,7 +36,7 @@ func (s *Starter) compileDraft(ctx context.Context, tenant, key string, n int) (
 	var compiled *graph.Compiled
 	if issues == nil {
 		// New always sets a resolver: the one publication uses.
-		if compiled, issues, err = s.resolver.Compile(ctx, tenant, doc); err != nil {
+		if compiled, issues, err = s.resolver.ForScopes(scopes).Compile(ctx, tenant, doc); err != nil {
 			return nil, fmt.Errorf("starter: resolve dependencies: %w", err)
 		}
 	}

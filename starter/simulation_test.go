@@ -3,6 +3,7 @@ package starter
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -140,5 +141,37 @@ func TestSimulationRefusals(t *testing.T) {
 	acc, err := b.starter.Enqueue(ctx, sim(func(r *Request) { r.Revision = &one }), trusted(b.t1))
 	if err != nil || acc.Revision != 1 {
 		t.Fatalf("simulate revision 1: %+v %v", acc, err)
+	}
+}
+
+// A simulated draft is refused like its publication by the same caller
+// would be: a template reading a variable outside the caller's scopes
+// (agent.name needs agents.read) is a forbidden variable.
+func TestSimulatedDraftRefusesForbiddenVariables(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	doc := strings.Replace(itemGraph, `"action": {"id": "core.echo", "version": 1}}`,
+		`"action": {"id": "core.echo", "version": 1}, "mapping": {"in": {"pointer": "/in"},
+		  "by": {"template": "for {{ agent.name }}", "bindings": {"agentId": "/in/id"}}}}`, 1)
+	if doc == itemGraph {
+		t.Fatal("the mapping was not added")
+	}
+	if _, err := b.st.CreateWorkflow(ctx, b.t1, "items", json.RawMessage(doc), "tester"); err != nil {
+		t.Fatal(err)
+	}
+	one := 1
+	req := Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k",
+		Mode: execution.ModeSimulation, DraftRevision: &one}
+	_, err := b.starter.Enqueue(ctx, req, trusted(b.t1, "runs.execute"))
+	fe := wantCode(t, err, failure.CodeInvalidGraph)
+	if !strings.Contains(fmt.Sprint(fe.Details["issues"]), `needs scope "agents.read"`) {
+		t.Fatalf("issues = %v", fe.Details["issues"])
+	}
+	if n := countRuns(t, b.st); n != 0 {
+		t.Fatalf("the refusal created %d runs", n)
+	}
+	if _, err := b.starter.Enqueue(ctx, req, trusted(b.t1, "runs.execute", "agents.read")); err != nil {
+		t.Fatalf("with agents.read: %v", err)
 	}
 }

@@ -198,7 +198,7 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	var rev store.Revision
 	var compiled *graph.Compiled
 	if req.DraftRevision != nil {
-		compiled, err = s.compileDraft(ctx, tc.TenantID, req.WorkflowKey, *req.DraftRevision)
+		compiled, err = s.compileDraft(ctx, tc.TenantID, tc.Permissions, req.WorkflowKey, *req.DraftRevision)
 	} else {
 		rev, compiled, err = s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision)
 	}

@@ -10,9 +10,10 @@
 //
 // Wiring: build one registry (variables.Builtin) and hand New(reg) to
 // catalog.Resolver.Templates; every graph.ValidateWith / DryRunWith /
-// CompileWith then uses it through Resolver.Options(). To also refuse
-// variables the publishing principal may not read, pass
-// New(reg).ForScopes(principal.Scopes) as graph.Options.Templates instead.
+// CompileWith then uses it through Resolver.Options(). Dry-run, publication
+// and simulated drafts go through Resolver.ForScopes(principal scopes),
+// which swaps in New(reg).ForScopes(...) so variables the caller may not
+// read are refused too.
 package graphcheck
 
 import (
