@@ -241,7 +241,11 @@ func TestPublicationPinsAgentsAndTheirToolsAndRefusesBadOnes(t *testing.T) {
 	stored, err := h.st.GetAgentRevision(ctx, "t1", "triage", 1)
 	require.NoError(t, err)
 	require.Equal(t, stored.Hash, rev.Dependencies.Agents[1].Hash)
-	require.Empty(t, rev.NodePermissions["triage"], "an agent requires no permission itself; its tools are filtered at run time")
+	// An agent's tools are filtered at run time; what it requires itself is
+	// the scope of the variables its instructions read ({{ agent.name }}).
+	require.Equal(t, []string{auth.ScopeAgentsRead}, rev.NodePermissions["triage"])
+	require.Equal(t, []string{auth.ScopeAgentsRead}, rev.NodePermissions["decide"])
+	require.Equal(t, []string{auth.ScopeAgentsRead}, rev.Dependencies.Agents[1].RequiredPermissions)
 
 	// Agents allowing tools publication refuses (stored directly: the API
 	// refuses such tools at creation, and a published action may also be

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/variables"
@@ -46,6 +47,11 @@ type Resolver struct {
 	// until the variables registry offers a graph.TemplateChecker; without it
 	// templates are checked for syntax and bindings only.
 	Templates graph.TemplateChecker
+	// Variables, when set, is the registry agent instructions resolve
+	// against at run time: the scopes of the variables an agent's
+	// instructions read become the agent contract's required permissions,
+	// so they count as the agent node's (SPEC §6). Nil adds none.
+	Variables *variables.Registry
 	// Compiler caches checked gate expressions and compiled schemas across
 	// validations (a saved draft is re-validated on every dry-run and
 	// publish). Nil compiles from scratch every time.
@@ -67,6 +73,7 @@ func NewResolver(st Store, vars *variables.Registry) *Resolver {
 	r := &Resolver{Agents: st, Actions: st, Compiler: graph.NewCompiler(graph.CompilerConfig{})}
 	if vars != nil {
 		r.Templates = graphcheck.New(vars)
+		r.Variables = vars
 	}
 	return r
 }
@@ -120,9 +127,31 @@ func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Docu
 			if err != nil {
 				return nil, fmt.Errorf("catalog: resolve agents: %w", err)
 			}
+			r.addInstructionScopes(agents)
 		}
 	}
 	return graph.NewStaticCatalog(actions, agents), nil
+}
+
+// addInstructionScopes adds to each agent contract the scopes of the
+// registered variables its instructions read. The harness resolves
+// instructions with the agent's own key bound as agentId, so agent.name
+// needs no binding there (and its scope, agents.read, still counts).
+func (r *Resolver) addInstructionScopes(agents []graph.AgentContract) {
+	if r.Variables == nil {
+		return
+	}
+	defs := r.Variables.Definitions()
+	bindings := map[string]string{variables.BindingAgentID: ""}
+	for i := range agents {
+		c := &agents[i]
+		for _, s := range variables.Scopes(c.Instructions, bindings, defs) {
+			if !slices.Contains(c.RequiredPermissions, s) {
+				c.RequiredPermissions = append(c.RequiredPermissions, s)
+			}
+		}
+		slices.Sort(c.RequiredPermissions)
+	}
 }
 
 // Compile validates and compiles doc against the tenant's dependency

@@ -181,6 +181,11 @@ type AgentContract struct {
 	RequiredPermissions []string        `json:"requiredPermissions,omitempty"`
 	// Hash is the sha256 of the revision's canonical content.
 	Hash string `json:"hash"`
+	// Instructions is the revision's instructions template, as loaded for
+	// the resolver: the scopes of its variables become RequiredPermissions
+	// (SPEC §6). It is never pinned, encoded or part of a checksum; the Hash
+	// covers it.
+	Instructions string `json:"-"`
 }
 
 // Catalog resolves a document's dependencies. Implementations are in-memory

@@ -275,14 +275,16 @@ func (s *Store) AgentName(ctx context.Context, tenantID, agentKey string) (strin
 type agentContractContent struct {
 	OutputSchema json.RawMessage `json:"outputSchema"`
 	AllowedTools []string        `json:"allowedTools"`
+	Instructions string          `json:"instructions"`
 }
 
 // AgentContracts implements catalog.AgentSource: the contracts of those refs
 // that exist in the tenant, archived ones marked Archived (validation then
-// refuses them as MISSING_DEPENDENCY). An agent revision requires no
-// permission of its own: its tools are filtered by the run's permission
-// snapshot when it runs (a withheld tool is tool.denied), so
-// RequiredPermissions is empty.
+// refuses them as MISSING_DEPENDENCY), with their instructions template.
+// The store sets no RequiredPermissions: its tools are filtered by the run's
+// permission snapshot when it runs (a withheld tool is tool.denied), and
+// the scopes of its instructions' variables are added by the resolver,
+// which holds the variable registry.
 func (s *Store) AgentContracts(ctx context.Context, tenantID string, refs []graph.AgentRef) ([]graph.AgentContract, error) {
 	if len(refs) == 0 {
 		return []graph.AgentContract{}, nil
@@ -311,6 +313,7 @@ func (s *Store) AgentContracts(ctx context.Context, tenantID string, refs []grap
 			return c, fmt.Errorf("agent %s@%d content: %w", c.Key, c.Revision, err)
 		}
 		c.OutputSchema, c.AllowedTools, c.RequiredPermissions = body.OutputSchema, body.AllowedTools, []string{}
+		c.Instructions = body.Instructions
 		if c.AllowedTools == nil {
 			c.AllowedTools = []string{}
 		}
