@@ -14,8 +14,14 @@ import (
 // recorded before it continue as new with inline values, as they did.
 const changeCarryRefs = "weft-carry-refs"
 
-// carryInlineBudget is the most inline value bytes continue-as-new carries
-// as they are; above it, every inline port value is stored first and
+// changeCarryAllRefs: continue-as-new carries every resolved port value by
+// reference, however small, so the next execution's input holds node
+// states and references only. Histories recorded between changeCarryRefs
+// and it kept values adding up to carryInlineBudget inline, and still do.
+const changeCarryAllRefs = "weft-carry-all-refs"
+
+// carryInlineBudget is, before changeCarryAllRefs, the most inline value
+// bytes continue-as-new carried as they are; above it, every inline port value is stored first and
 // carried by reference, so the next execution's input stays small however
 // many nodes the graph has (200 values of up to 32 KiB would otherwise be
 // several MB, beyond Temporal's payload limit).
@@ -44,7 +50,11 @@ func (i *interpreter) claimCheckCarry(next *execution.RunParams) error {
 			total += len(slot.Value.Inline)
 		}
 	}
-	if total <= carryInlineBudget {
+	budget := carryInlineBudget
+	if workflow.GetVersion(i.root, changeCarryAllRefs, workflow.DefaultVersion, 1) == 1 {
+		budget = 0
+	}
+	if total <= budget {
 		return nil
 	}
 	ctx := workflow.WithLocalActivityOptions(i.work, infraActivityOptions(fmt.Sprintf("claim-check %d values", len(values))))
