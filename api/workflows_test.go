@@ -21,6 +21,7 @@ import (
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/store"
 )
@@ -622,4 +623,46 @@ func TestListWorkflowsPagesWithCursor(t *testing.T) {
 		path = "/v1/workflows?limit=2&cursor=" + next
 	}
 	require.Equal(t, []string{"alpha", "bravo", "charlie", "delta", "echo"}, keys)
+}
+
+// A cluster with lower limits than Temporal's defaults (config WEFT_HISTORY_*)
+// refuses, at publication, a revision whose run could not fit them even with
+// continue-as-new; dry-run reports the estimate against that budget.
+func TestPublicationRefusesARevisionBeyondTheClusterHistoryBudget(t *testing.T) {
+	t.Parallel()
+	h := newWFHarness(t)
+	budget := graph.HistoryBudget{MaxEvents: 40, SuggestContinueAsNewAt: 30, MaxPendingActivities: 1}
+	h.e = api.New(api.Deps{Store: h.st, Keys: h.keys, Resolver: &catalog.Resolver{HistoryBudget: &budget},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	h.create("quickstart", quickstart(t))
+
+	res := h.do(http.MethodPost, "/v1/workflows/quickstart/dry-run", h.token, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	var dry struct {
+		Valid   bool
+		Issues  []graph.Issue
+		History graph.HistoryEstimate
+	}
+	require.NoError(t, json.Unmarshal(res.Body, &dry))
+	require.False(t, dry.Valid)
+	require.Equal(t, budget, dry.History.Budget)
+	require.True(t, dry.History.ContinueAsNew)
+	require.Len(t, dry.Issues, 2, "%s", res.Body)
+	for _, is := range dry.Issues {
+		require.Equal(t, graph.CodeHistoryLimitExceeded, is.Code)
+		require.Equal(t, "/nodes", is.Path)
+	}
+	require.Contains(t, dry.Issues[0].Message, "Temporal allows 40")
+	require.Contains(t, dry.Issues[1].Message, "Temporal allows 1")
+
+	res = h.do(http.MethodPost, "/v1/workflows/quickstart/publish", h.token, map[string]any{"expectedRevision": 1})
+	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+	require.Equal(t, "INVALID_GRAPH", res.Code(t))
+	require.Contains(t, string(res.Body), graph.CodeHistoryLimitExceeded)
+
+	// The same revision fits Temporal's defaults.
+	h2 := newWFHarness(t)
+	h2.create("quickstart", quickstart(t))
+	res = h2.do(http.MethodPost, "/v1/workflows/quickstart/publish", h2.token, map[string]any{"expectedRevision": 1})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 }

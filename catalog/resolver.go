@@ -56,6 +56,9 @@ type Resolver struct {
 	// validations (a saved draft is re-validated on every dry-run and
 	// publish). Nil compiles from scratch every time.
 	Compiler *graph.Compiler
+	// HistoryBudget is the Temporal cluster's per-execution limits
+	// (config: WEFT_HISTORY_*); nil is graph.DefaultHistoryBudget.
+	HistoryBudget *graph.HistoryBudget
 }
 
 // Store is what the production resolver reads: the tenant's agents and the
@@ -103,7 +106,7 @@ func (r *Resolver) Options() graph.Options {
 	if r == nil {
 		return graph.Options{}
 	}
-	return graph.Options{Templates: r.Templates, Compiler: r.Compiler}
+	return graph.Options{Templates: r.Templates, Compiler: r.Compiler, HistoryBudget: r.HistoryBudget}
 }
 
 // Catalog returns the snapshot doc is validated against for tenantID: the

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/weftworks/weft/graph"
 )
 
 // Config is every setting weft reads from the environment.
@@ -49,6 +51,14 @@ type Config struct {
 	// (WEFT_METRICS_ADDR; empty serves none). `weft api` and `weft dev`
 	// serve /metrics on the API address.
 	MetricsAddr string
+	// History is the Temporal cluster's per-execution limits publication
+	// checks revisions against (HISTORY_LIMIT_EXCEEDED) and dry-run
+	// reports: WEFT_HISTORY_MAX_EVENTS (limit.historyCount.error),
+	// WEFT_HISTORY_SUGGEST_CONTINUE_AS_NEW_AT
+	// (limit.historyCount.suggestContinueAsNew) and
+	// WEFT_HISTORY_MAX_PENDING_ACTIVITIES (limit.numPendingActivities.error),
+	// defaulting to Temporal's defaults. Set them when the cluster's are lower.
+	History graph.HistoryBudget
 }
 
 // FromEnv reads the configuration with defaults. getenv is os.Getenv in main
@@ -89,6 +99,20 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.EventRetentionDays, err = intEnv(get, "WEFT_EVENT_RETENTION_DAYS", 0); err != nil {
 		return Config{}, err
+	}
+	d := graph.DefaultHistoryBudget
+	if c.History.MaxEvents, err = intEnv(get, "WEFT_HISTORY_MAX_EVENTS", d.MaxEvents); err != nil {
+		return Config{}, err
+	}
+	if c.History.SuggestContinueAsNewAt, err = intEnv(get, "WEFT_HISTORY_SUGGEST_CONTINUE_AS_NEW_AT", d.SuggestContinueAsNewAt); err != nil {
+		return Config{}, err
+	}
+	if c.History.MaxPendingActivities, err = intEnv(get, "WEFT_HISTORY_MAX_PENDING_ACTIVITIES", d.MaxPendingActivities); err != nil {
+		return Config{}, err
+	}
+	if h := c.History; h.SuggestContinueAsNewAt < 1 || h.MaxEvents <= h.SuggestContinueAsNewAt || h.MaxPendingActivities < 1 {
+		return Config{}, fmt.Errorf("config: WEFT_HISTORY_SUGGEST_CONTINUE_AS_NEW_AT (%d) must be at least 1 and below WEFT_HISTORY_MAX_EVENTS (%d), and WEFT_HISTORY_MAX_PENDING_ACTIVITIES (%d) at least 1",
+			h.SuggestContinueAsNewAt, h.MaxEvents, h.MaxPendingActivities)
 	}
 	if c.TemporalUIURL == "" {
 		c.TemporalUIURL = fmt.Sprintf("http://localhost:%d", c.TemporalUIPort)

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/weftworks/weft/graph"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -23,6 +25,9 @@ func TestDefaults(t *testing.T) {
 	if c.TemporalUIURL != "http://localhost:8233" {
 		t.Fatalf("UI URL = %q", c.TemporalUIURL)
 	}
+	if c.History != graph.DefaultHistoryBudget {
+		t.Fatalf("history budget = %+v, want Temporal's defaults", c.History)
+	}
 }
 
 func TestOverridesAndRefusals(t *testing.T) {
@@ -30,13 +35,24 @@ func TestOverridesAndRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h, err := FromEnv(env(map[string]string{"WEFT_HISTORY_MAX_EVENTS": "10240", "WEFT_HISTORY_SUGGEST_CONTINUE_AS_NEW_AT": "1024",
+		"WEFT_HISTORY_MAX_PENDING_ACTIVITIES": "100"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (graph.HistoryBudget{MaxEvents: 10240, SuggestContinueAsNewAt: 1024, MaxPendingActivities: 100}); h.History != want {
+		t.Fatalf("history budget = %+v, want %+v", h.History, want)
+	}
 	if c.TemporalUIPort != 9233 || c.TemporalUIURL != "http://localhost:9233" || c.TaskQueue != "q2" || c.DatabaseURL != "postgres://x/y" {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
 	for name, m := range map[string]map[string]string{
-		"bad port":       {"WEFT_TEMPORAL_PORT": "seven"},
-		"negative":       {"WEFT_EVENT_RETENTION_DAYS": "-1"},
-		"tls cert alone": {"TEMPORAL_TLS_CERT": "/c.pem"},
+		"bad port":              {"WEFT_TEMPORAL_PORT": "seven"},
+		"negative":              {"WEFT_EVENT_RETENTION_DAYS": "-1"},
+		"tls cert alone":        {"TEMPORAL_TLS_CERT": "/c.pem"},
+		"suggest above max":     {"WEFT_HISTORY_MAX_EVENTS": "1000", "WEFT_HISTORY_SUGGEST_CONTINUE_AS_NEW_AT": "1000"},
+		"no pending activities": {"WEFT_HISTORY_MAX_PENDING_ACTIVITIES": "0"},
+		"history not a number":  {"WEFT_HISTORY_MAX_EVENTS": "lots"},
 	} {
 		if _, err := FromEnv(env(m)); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -49,7 +49,7 @@ func DryRunWith(doc *Document, cat Catalog, opts Options) DryRunResult {
 		Limits:      DefaultLimits,
 	}
 	if doc != nil {
-		res.History = EstimateHistory(*doc, DefaultHistoryBudget)
+		res.History = EstimateHistory(*doc, opts.historyBudget())
 		res.EstimatedHistoryEvents = res.History.TotalEvents
 	}
 	if res.Order == nil {

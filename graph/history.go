@@ -72,9 +72,11 @@ type HistoryEstimate struct {
 //
 // A revision fits when PerExecutionEvents <= MaxEvents and
 // MaxPendingActivities <= budget.MaxPendingActivities. With DefaultLimits
-// (200 nodes, 10 attempts) every valid revision fits: at most
-// 6 + 4096 + 200×7 + 5 + 10 = 5,517 events and 200 pending activities, and
-// TotalEvents at most 16 + 200×(10×7 + 9×6) = 24,816.
+// (200 nodes, 10 attempts) every valid revision fits Temporal's default
+// budget: at most 6 + 4096 + 200×7 + 5 + 10 = 5,517 events and 200 pending
+// activities, and TotalEvents at most 16 + 200×(10×7 + 9×6) = 24,816. A
+// cluster configured with lower limits (Options.HistoryBudget, from the
+// WEFT_HISTORY_* settings) is what makes HISTORY_LIMIT_EXCEEDED reachable.
 func EstimateHistory(doc Document, budget HistoryBudget) HistoryEstimate {
 	est := HistoryEstimate{TotalEvents: EstimateHistoryEvents(doc), Budget: budget}
 	drain := 0
@@ -120,10 +122,10 @@ func historyIssues(doc Document, budget HistoryBudget) []Issue {
 	return out
 }
 
-// checkHistory adds HISTORY_LIMIT_EXCEEDED against Temporal's default budget.
+// checkHistory adds HISTORY_LIMIT_EXCEEDED against the options' budget.
 func (a *analysis) checkHistory() {
 	if a.doc == nil {
 		return
 	}
-	a.issues = append(a.issues, historyIssues(*a.doc, DefaultHistoryBudget)...)
+	a.issues = append(a.issues, historyIssues(*a.doc, a.opts.historyBudget())...)
 }

@@ -22,6 +22,19 @@ type Options struct {
 	// uses a fresh Compiler (no cache) for the call. Results never depend on
 	// it.
 	Compiler *Compiler
+	// HistoryBudget is the Temporal cluster's per-execution limits a
+	// revision must fit (HISTORY_LIMIT_EXCEEDED) and dry-run reports
+	// against. Nil is DefaultHistoryBudget, the dev server's and Temporal's
+	// defaults; a cluster configured lower must say so here.
+	HistoryBudget *HistoryBudget
+}
+
+// historyBudget is opts.HistoryBudget or the default.
+func (o Options) historyBudget() HistoryBudget {
+	if o.HistoryBudget != nil {
+		return *o.HistoryBudget
+	}
+	return DefaultHistoryBudget
 }
 
 // TemplateChecker is implemented by the variables package. graph stays free

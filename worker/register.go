@@ -38,10 +38,12 @@ func Register(r sdkworker.Registry, d Deps) error {
 	}
 	// Schedule firings enqueue through the one execution capability, as a
 	// service actor, like every other run.
+	resolver := catalog.NewResolver(d.Store, vars)
+	resolver.HistoryBudget = &d.Config.History
 	runs, err := starter.New(starter.Deps{
 		Store: d.Store, Temporal: d.Temporal, TaskQueue: d.Config.TaskQueue,
 		UIURL: d.Config.TemporalUIURL, Namespace: d.Config.TemporalNamespace, Logger: d.Logger,
-		Resolver: catalog.NewResolver(d.Store, vars),
+		Resolver: resolver,
 	})
 	if err != nil {
 		return fmt.Errorf("worker: starter: %w", err)

@@ -105,6 +105,7 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 		return nil, nil, err
 	}
 	resolver := catalog.NewResolver(st, vars)
+	resolver.HistoryBudget = &cfg.History
 	runs, err := starter.New(starter.Deps{
 		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
 		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
