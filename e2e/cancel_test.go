@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,9 +99,30 @@ func TestCancelWithTheTemporalCLI(t *testing.T) {
 	wid := e.getRun(id).Temporal.WorkflowID
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, testinfra.TemporalBinary(), "workflow", "cancel",
-		"--workflow-id", wid, "--address", e.temporal.HostPort, "--namespace", "default").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	temporal := func(args ...string) string {
+		t.Helper()
+		args = append(args, "--address", e.temporal.HostPort, "--namespace", "default")
+		out, err := exec.CommandContext(ctx, testinfra.TemporalBinary(), args...).CombinedOutput()
+		require.NoError(t, err, "temporal %v: %s", args, out)
+		return string(out)
+	}
+
+	// The operator surfaces of the README, while the run is open: the
+	// tenant's runs by search attribute (visibility is eventually
+	// consistent), the node states by query, each attempt named in the
+	// history.
+	require.Eventually(t, func() bool {
+		return strings.Contains(temporal("workflow", "list", "--query", "WeftTenant='"+e.tenant+"'"), wid)
+	}, 10*time.Second, 200*time.Millisecond, "workflow list --query WeftTenant")
+	require.NotContains(t, temporal("workflow", "list", "--query", "WeftTenant='"+e.other+"'"), wid)
+	state := temporal("workflow", "query", "--workflow-id", wid, "--type", "state", "--output", "json")
+	require.Contains(t, state, `"id": "nap"`, state)
+	require.Regexp(t, `"id": "nap",\s+"kind": "action",\s+"status": "running"`, state)
+	shown := temporal("workflow", "show", "--workflow-id", wid, "--detailed")
+	require.Contains(t, shown, "userMetadata.summary: nap · action")
+	require.Contains(t, shown, "userMetadata.summary: load plan")
+
+	temporal("workflow", "cancel", "--workflow-id", wid)
 	e.checkCancelled(id)
 }
 
