@@ -202,6 +202,30 @@ func TestLiveAgentPipeline(t *testing.T) {
 	require.Contains(t, string(res.Body), "archived")
 }
 
+// A live agent-decision that fails routes its input to the fail port: the
+// pass branch is skipped and the fail branch's output settles the run.
+func TestLiveAgentDecisionFailTakesTheFailPort(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	e.addAgent("triage", `{"instructions": "Summarise.", "sim": {"output": {"summary": "too vague"}}}`)
+	e.addAgent("judge", `{"instructions": "Decide whether the summary is acceptable.", "sim": {"outcome": "fail"}}`)
+	e.publish("pipeline", pipelineGraph)
+	e.startWorker()
+
+	id := e.run("pipeline", map[string]any{"ticket": 7})
+	v := e.wait(id, 60*time.Second)
+	require.Equal(t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
+	require.JSONEq(t, `{"summary":"too vague"}`, string(v.Output), "the decision carries its input to the fail port")
+	status, _, port, _ := v.node(t, "judge")
+	require.Equal(t, execution.NodeSucceeded, status)
+	require.Equal(t, "fail", port)
+	status, _, _, _ = v.node(t, "ship")
+	require.Equal(t, execution.NodeSkipped, status)
+	status, _, _, _ = v.node(t, "rejected")
+	require.Equal(t, execution.NodeSucceeded, status)
+	e.checkChain(id)
+}
+
 func TestAgentNoteToolNeedsNotesWrite(t *testing.T) {
 	t.Parallel()
 	e := newAgentEnv(t)
