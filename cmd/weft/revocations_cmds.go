@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,22 +38,18 @@ func newRevocationsListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SUB\tSCOPE\tCREATED")
-			for {
+			return printPages(cmd.OutOrStdout(), "SUB\tSCOPE\tCREATED", true, func(cursor string) ([]string, *string, error) {
+				f.Cursor = cursor
 				page, err := c.ListRevocations(cmd.Context(), f)
 				if err != nil {
-					return fmt.Errorf("revocations list: %w", err)
+					return nil, nil, fmt.Errorf("revocations list: %w", err)
 				}
+				rows := make([]string, 0, len(page.Revocations))
 				for _, r := range page.Revocations {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Sub, r.Scope, r.CreatedAt.Local().Format(time.DateTime))
+					rows = append(rows, fmt.Sprintf("%s\t%s\t%s", r.Sub, r.Scope, r.CreatedAt.Local().Format(time.DateTime)))
 				}
-				if page.NextCursor == nil {
-					break
-				}
-				f.Cursor = *page.NextCursor
-			}
-			return tw.Flush()
+				return rows, page.NextCursor, nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&f.Sub, "sub", "", "only this sub's revocations")

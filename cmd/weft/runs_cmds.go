@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -321,23 +320,20 @@ func newRunsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN ID\tWORKFLOW\tREVISION\tMODE\tSTATUS\tORIGIN\tCREATED")
-			for {
+			header := "RUN ID\tWORKFLOW\tREVISION\tMODE\tSTATUS\tORIGIN\tCREATED"
+			return printPages(cmd.OutOrStdout(), header, all, func(cursor string) ([]string, *string, error) {
+				f.Cursor = cursor
 				page, err := c.ListRuns(cmd.Context(), f)
 				if err != nil {
-					return fmt.Errorf("runs: %w", err)
+					return nil, nil, fmt.Errorf("runs: %w", err)
 				}
+				rows := make([]string, 0, len(page.Runs))
 				for _, r := range page.Runs {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.RunID, r.WorkflowKey, r.Revision, r.Mode, r.Status,
-						r.Origin.Kind, r.CreatedAt.Local().Format(time.DateTime))
+					rows = append(rows, fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s", r.RunID, r.WorkflowKey, r.Revision, r.Mode, r.Status,
+						r.Origin.Kind, r.CreatedAt.Local().Format(time.DateTime)))
 				}
-				if !all || page.NextCursor == nil {
-					break
-				}
-				f.Cursor = *page.NextCursor
-			}
-			return tw.Flush()
+				return rows, page.NextCursor, nil
+			})
 		},
 	}
 	fl := cmd.Flags()
