@@ -23,6 +23,7 @@ import (
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
 )
@@ -80,8 +81,19 @@ func Register(r worker.ActivityRegistry, d Deps) {
 
 	r.RegisterActivityWithOptions(plans.LoadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
 	r.RegisterActivityWithOptions(loggedAppends(events.AppendEvents, d.Logger), activity.RegisterOptions{Name: execution.ActivityAppendEvents})
-	r.RegisterActivityWithOptions(observed(local.RunLocalNode, d.Observer, d.Logger), activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
-	r.RegisterActivityWithOptions(observed(nodes.RunNode, d.Observer, d.Logger), activity.RegisterOptions{Name: execution.ActivityRunNode})
+	runLocal, run := observed(local.RunLocalNode, d.Observer, d.Logger), observed(nodes.RunNode, d.Observer, d.Logger)
+	r.RegisterActivityWithOptions(runLocal, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
+	r.RegisterActivityWithOptions(run, activity.RegisterOptions{Name: execution.ActivityRunNode})
+	// The same two handlers under each kind's name (execution.NodeActivity);
+	// each dispatches on the node's kind in the pinned revision.
+	for _, k := range []graph.Kind{graph.KindGate, graph.KindValidator, graph.KindMerge} {
+		name, _ := execution.NodeActivity(k)
+		r.RegisterActivityWithOptions(runLocal, activity.RegisterOptions{Name: name})
+	}
+	for _, k := range []graph.Kind{graph.KindAction, graph.KindAgent, graph.KindAgentDecision} {
+		name, _ := execution.NodeActivity(k)
+		r.RegisterActivityWithOptions(run, activity.RegisterOptions{Name: name})
+	}
 	stored := &ValueActivities{values: d.Store}
 	r.RegisterActivityWithOptions(stored.StoreValues, activity.RegisterOptions{Name: execution.ActivityStoreValues})
 }

@@ -121,9 +121,26 @@ func (b *bundle) input(node string, kind graph.Kind, inputs map[string]string) e
 	}
 }
 
+// runNode runs an attempt as the interpreter does, under its kind's
+// activity type (execution.NodeActivity); a kind without one goes to the
+// shared weft.RunNode, as runs recorded before per-kind types do.
 func (b *bundle) runNode(in execution.NodeInput) (execution.NodeResult, error) {
 	b.t.Helper()
-	v, err := b.env.ExecuteActivity(execution.ActivityRunNode, in)
+	return b.runAs(in, execution.ActivityRunNode)
+}
+
+func (b *bundle) runAs(in execution.NodeInput, shared string) (execution.NodeResult, error) {
+	b.t.Helper()
+	name, ok := execution.NodeActivity(in.Kind)
+	if !ok {
+		name = shared
+	}
+	return b.runNamed(name, in)
+}
+
+func (b *bundle) runNamed(name string, in execution.NodeInput) (execution.NodeResult, error) {
+	b.t.Helper()
+	v, err := b.env.ExecuteActivity(name, in)
 	var res execution.NodeResult
 	if err == nil {
 		err = v.Get(&res)
@@ -135,12 +152,7 @@ func (b *bundle) runLocal(in execution.NodeInput) (execution.NodeResult, error) 
 	b.t.Helper()
 	// The test environment runs local activities only by function value;
 	// by name they run as regular activities, which is the same code.
-	v, err := b.env.ExecuteActivity(execution.ActivityRunLocalNode, in)
-	var res execution.NodeResult
-	if err == nil {
-		err = v.Get(&res)
-	}
-	return res, err
+	return b.runAs(in, execution.ActivityRunLocalNode)
 }
 
 // value returns a result's JSON, loading a claim-checked one.
@@ -194,6 +206,22 @@ func TestGatePassAndFail(t *testing.T) {
 	// A missing field is an evaluation error: permanent, never retried.
 	_, err = b.runLocal(b.input("g", graph.KindGate, map[string]string{"in": `{"id":"a"}`}))
 	wantAppErr(t, err, execution.ErrExpressionFailed, true)
+}
+
+// Runs recorded before per-kind activity types name the shared
+// weft.RunLocalNode and weft.RunNode; workers still run them.
+func TestSharedActivityNamesStillRun(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, localDoc)
+	res, err := b.runNamed(execution.ActivityRunLocalNode, b.input("g", graph.KindGate, map[string]string{"in": `{"id":"a","n":5}`}))
+	if err != nil || res.Port != "pass" {
+		t.Fatalf("gate as %s: %+v %v", execution.ActivityRunLocalNode, res, err)
+	}
+	n := newBundle(t, actionDoc, withActions(badAction))
+	res, err = n.runNamed(execution.ActivityRunNode, n.input("echo", graph.KindAction, map[string]string{"in": `{"id":"a"}`}))
+	if err != nil || res.Port != "out" {
+		t.Fatalf("action as %s: %+v %v", execution.ActivityRunNode, res, err)
+	}
 }
 
 func TestValidatorPassAndFail(t *testing.T) {

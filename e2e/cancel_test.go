@@ -120,6 +120,7 @@ func TestCancelWithTheTemporalCLI(t *testing.T) {
 	require.Regexp(t, `"id": "nap",\s+"kind": "action",\s+"status": "running"`, state)
 	shown := temporal("workflow", "show", "--workflow-id", wid, "--detailed")
 	require.Contains(t, shown, "userMetadata.summary: nap · action")
+	require.Regexp(t, `activityType\.name\s*:?\s*weft\.Action`, shown, "attempts run as their kind's activity type")
 	require.Contains(t, shown, "userMetadata.summary: load plan")
 
 	temporal("workflow", "cancel", "--workflow-id", wid)

@@ -26,6 +26,28 @@ const (
 	ActivityRunNode = "weft.RunNode" // agent, agent-decision, action
 )
 
+// Node attempts run as one activity type per node kind, so the Web UI,
+// `temporal workflow show` and the SDK's worker metrics tell the kinds
+// apart: gates, validators and merges as local activities, actions, agents
+// and agent-decisions as activities. Runs that began before this naming
+// (interpreter change weft-activity-per-kind) keep using ActivityRunNode and
+// ActivityRunLocalNode, which workers still register.
+var nodeActivities = map[graph.Kind]string{
+	graph.KindGate:          "weft.Gate",
+	graph.KindValidator:     "weft.Validator",
+	graph.KindMerge:         "weft.Merge",
+	graph.KindAction:        "weft.Action",
+	graph.KindAgent:         "weft.Agent",
+	graph.KindAgentDecision: "weft.AgentDecision",
+}
+
+// NodeActivity returns the activity type of kind's attempts, and false for
+// a kind that does not run as an activity (input, output).
+func NodeActivity(kind graph.Kind) (string, bool) {
+	name, ok := nodeActivities[kind]
+	return name, ok
+}
+
 // Mode is a run's execution mode.
 type Mode string
 

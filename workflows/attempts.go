@@ -79,7 +79,7 @@ func (i *interpreter) startAttempt(n *node) {
 			RetryPolicy:         once,
 			Summary:             n.plan.Summary,
 		})
-		n.future = workflow.ExecuteLocalActivity(ctx, execution.ActivityRunLocalNode, in)
+		n.future = workflow.ExecuteLocalActivity(ctx, i.activityName(n, execution.ActivityRunLocalNode), in)
 	} else {
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: timeout,
@@ -88,7 +88,20 @@ func (i *interpreter) startAttempt(n *node) {
 			WaitForCancellation: true,
 			Summary:             n.plan.Summary,
 		})
-		n.future = workflow.ExecuteActivity(ctx, execution.ActivityRunNode, in)
+		n.future = workflow.ExecuteActivity(ctx, i.activityName(n, execution.ActivityRunNode), in)
 	}
 	n.cancel, n.cancelRequested = cancel, false
+}
+
+// activityName is the activity type of n's attempts: its kind's
+// (execution.NodeActivity) since changeActivityPerKind, else shared, the
+// name the execution's history recorded.
+func (i *interpreter) activityName(n *node, shared string) string {
+	if !i.activityPerKind {
+		return shared
+	}
+	if name, ok := execution.NodeActivity(n.plan.Kind); ok {
+		return name
+	}
+	return shared
 }

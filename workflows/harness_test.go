@@ -151,6 +151,10 @@ func (f *fakes) register(r activityRegistry) {
 	r.RegisterActivityWithOptions(f.appendEvents, activity.RegisterOptions{Name: execution.ActivityAppendEvents})
 	r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: execution.ActivityRunNode})
 	r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
+	for _, k := range []graph.Kind{graph.KindGate, graph.KindValidator, graph.KindMerge, graph.KindAction, graph.KindAgent, graph.KindAgentDecision} {
+		name, _ := execution.NodeActivity(k)
+		r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: name})
+	}
 	r.RegisterActivityWithOptions(f.storeValues, activity.RegisterOptions{Name: execution.ActivityStoreValues})
 }
 

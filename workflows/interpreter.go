@@ -27,9 +27,16 @@ import (
 //  1. add a constant here, e.g. changeFooBar = "weft-foo-bar";
 //  2. at the branching point write
 //     if workflow.GetVersion(ctx, changeFooBar, workflow.DefaultVersion, 1) == 1 { new } else { old }
-//  3. record a new history into testdata (go test ./workflows -run TestDevServer -record)
-//     and keep the old ones: TestReplay must keep passing on every one.
+//  3. move the committed histories of testdata/*.json into a folder named
+//     after the change (testdata/before-foo-bar/), then record the new ones
+//     (go test ./workflows -run TestDevServer -record): TestReplay replays
+//     every history below testdata and must keep passing on every one.
 const changeInterpreterV1 = "weft-interpreter-v1"
+
+// changeActivityPerKind: node attempts run as their kind's activity type
+// (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
+// shared weft.RunNode / weft.RunLocalNode. Decided once per execution.
+const changeActivityPerKind = "weft-activity-per-kind"
 
 // cancelGrace is how long in-flight activities get to acknowledge a
 // cancellation before they are recorded as unacknowledged (SPEC §5).
@@ -91,6 +98,10 @@ type interpreter struct {
 	settledBy string
 	runErr    *execution.RunError
 
+	// activityPerKind: attempts use their kind's activity type (see
+	// changeActivityPerKind).
+	activityPerKind bool
+
 	// continueReason is set once continue-as-new is due (SUGGESTED or
 	// FORCED): start nothing, let in-flight attempts finish, then continue.
 	continueReason string
@@ -129,6 +140,7 @@ func (i *interpreter) setup() error {
 	// Recorded once per execution; branch on it (or on later change ids)
 	// when the interpreter's commands change. See changeInterpreterV1.
 	_ = workflow.GetVersion(i.root, changeInterpreterV1, workflow.DefaultVersion, 1)
+	i.activityPerKind = workflow.GetVersion(i.root, changeActivityPerKind, workflow.DefaultVersion, 1) == 1
 
 	i.runStart = i.p.EnqueuedAt
 	if i.runStart.IsZero() {

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"io/fs"
 	"path/filepath"
 	"testing"
 
@@ -14,11 +15,20 @@ import (
 // recorded: guard it with workflow.GetVersion (see changeInterpreterV1).
 // It needs no server.
 func TestReplay(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	// testdata/ holds the current interpreter's histories; each folder below
+	// it, the histories recorded before one change (named after it).
+	var files []string
+	err := filepath.WalkDir("testdata", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Ext(path) == ".json" {
+			files = append(files, path)
+		}
+		return err
+	})
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no histories in testdata/: record them with -run TestDevServer -record")
 	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
+		name, _ := filepath.Rel("testdata", file)
+		t.Run(name, func(t *testing.T) {
 			replayer := worker.NewWorkflowReplayer()
 			Register(replayer)
 			require.NoError(t, replayer.ReplayWorkflowHistoryFromJSONFile(nil, file))
