@@ -378,18 +378,25 @@ func TestWorkerRefusesToStartWithAChangedContract(t *testing.T) {
 			Handler: func(context.Context, catalog.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil },
 		}
 	}
-	serve := func(a catalog.Action) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-		defer cancel()
+	serve := func(ctx context.Context, a catalog.Action) error {
 		return worker.Serve(ctx, worker.Deps{Config: e.cfg, Store: e.st, Temporal: e.tc, Logger: e.log, Actions: []catalog.Action{a}})
 	}
-	// The first worker publishes crm.lookup@1 and serves until stopped.
-	require.NoError(t, serve(contract(1000)))
-	res := e.do(http.MethodGet, "/v1/actions", e.token, nil)
-	require.Contains(t, string(res.Body), `"ref":"crm.lookup@1"`)
-	// A worker whose crm.lookup@1 differs refuses to start, at once.
+	// The first worker publishes crm.lookup@1 and serves until stopped
+	// (however long starting takes on a loaded machine).
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, contract(1000)) }()
+	require.Eventually(t, func() bool {
+		return strings.Contains(string(e.do(http.MethodGet, "/v1/actions", e.token, nil).Body), `"ref":"crm.lookup@1"`)
+	}, 30*time.Second, 50*time.Millisecond, "the first worker never published crm.lookup@1")
+	stop()
+	require.NoError(t, <-served)
+	// A worker whose crm.lookup@1 differs refuses to start, at once (a
+	// worker that did start would serve until this deadline).
+	ctx, stop = context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
 	start := time.Now()
-	err := serve(contract(2000))
+	err := serve(ctx, contract(2000))
 	require.Error(t, err)
 	// "At once" means no retry loop: seconds would mean it waited.
 	require.Less(t, time.Since(start), 5*time.Second)
