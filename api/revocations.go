@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -11,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/store"
 )
@@ -151,12 +154,17 @@ func (s *Server) createRevocation(c echo.Context) error {
 	if err := checkRevocationText("scope", scope); err != nil {
 		return err
 	}
-	// A scope is one of weft's (auth.AllScopes) or a business permission an
-	// action or agent requires (crm.write): any name without spaces,
-	// matched exactly.
-	if strings.IndexFunc(scope, unicode.IsSpace) >= 0 {
-		return failure.New(failure.CodeInvalidRequest, "scope %q must not contain spaces", scope).
-			WithDetails(map[string]any{"field": "scope"})
+	// A scope is one of weft's (auth.AllScopes) or a permission an action
+	// requires (crm.write): revoking anything else would withdraw nothing,
+	// and is most likely a typo.
+	known, err := s.knownPermissions(c.Request().Context(), st)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(known, scope) {
+		return failure.New(failure.CodeInvalidRequest,
+			"scope %q is neither one of weft's scopes nor a permission a published action requires", scope).
+			WithDetails(map[string]any{"field": "scope", "known": known})
 	}
 	r, created, err := st.AddRevocation(c.Request().Context(), principal(c).Tenant, sub, scope)
 	if err != nil {
@@ -167,6 +175,22 @@ func (s *Server) createRevocation(c echo.Context) error {
 		status = http.StatusCreated
 	}
 	return c.JSON(status, toRevocationBody(r))
+}
+
+// knownPermissions is what a revocation may name, sorted: weft's scopes and
+// the permissions the built-in and published actions require (agents
+// require the scopes of their instructions' variables, which are weft's).
+func (s *Server) knownPermissions(ctx context.Context, st *store.Store) ([]string, error) {
+	published, err := st.PublishedContracts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	known := slices.Clone(auth.AllScopes)
+	for _, c := range append(catalog.BuiltinContracts(), published...) {
+		known = append(known, c.RequiredPermissions...)
+	}
+	slices.Sort(known)
+	return slices.Compact(known), nil
 }
 
 // deleteRevocation handles DELETE /v1/revocations/{sub}/{scope} (each

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
 )
 
@@ -200,6 +203,8 @@ func TestRevocationRequestRefusals(t *testing.T) {
 	}{
 		{"scope with a space", map[string]any{"sub": "alice", "scope": "notes write"}, "scope"},
 		{"scope with a tab", map[string]any{"sub": "alice", "scope": "notes.write\t"}, "scope"},
+		{"scope nothing requires", map[string]any{"sub": "alice", "scope": "notes.wirte"}, "scope"},
+		{"permission of no published action", map[string]any{"sub": "alice", "scope": "crm.write"}, "scope"},
 		{"unknown field", map[string]any{"sub": "alice", "scope": auth.ScopeNotesWrite, "reason": "left"}, "reason"},
 		{"case-folded field", `{"Sub": "alice", "scope": "notes.write"}`, "Sub"},
 		{"repeated field", `{"sub": "alice", "sub": "bob", "scope": "notes.write"}`, "sub"},
@@ -221,8 +226,18 @@ func TestRevocationRequestRefusals(t *testing.T) {
 			require.Equal(t, c.field, errorDetails(t, res)["field"], "%s", res.Body)
 		})
 	}
-	// A business permission an action requires is revocable like weft's own.
-	res := post(map[string]any{"sub": "alice", "scope": "crm.write"})
+	res := post(map[string]any{"sub": "alice", "scope": "notes.wirte"})
+	require.Contains(t, errorDetails(t, res)["known"], auth.ScopeNotesWrite, "the refusal lists what may be revoked")
+	// Once a worker published an action requiring crm.write, that business
+	// permission is revocable like weft's own.
+	crm := graph.ActionContract{ID: "crm.update", Version: 1, Risk: graph.RiskWorkspaceWrite,
+		InputSchema: json.RawMessage(`{}`), OutputSchema: json.RawMessage(`{}`), RequiredPermissions: []string{"crm.write"},
+		TimeoutMs: 5000, Idempotency: catalog.IdempotencyNone}
+	reg, err := catalog.NewRegistry(catalog.Action{Contract: crm,
+		Handler: func(context.Context, catalog.Call) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }})
+	require.NoError(t, err)
+	require.NoError(t, reg.Publish(context.Background(), h.st))
+	res = post(map[string]any{"sub": "alice", "scope": "crm.write"})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	require.Equal(t, http.StatusCreated, post(map[string]any{"sub": strings.Repeat("a", 200), "scope": auth.ScopeNotesWrite}).Status)
 
