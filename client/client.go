@@ -401,6 +401,24 @@ func (c *Client) GetRun(ctx context.Context, id string) (Run, error) {
 	return out, err
 }
 
+// pageQuery is the query of a list request: cursor and limit when set, and
+// each filter (name, value pairs) whose value is not empty.
+func pageQuery(cursor string, limit int, filters ...string) url.Values {
+	q := url.Values{}
+	for i := 0; i+1 < len(filters); i += 2 {
+		if filters[i+1] != "" {
+			q.Set(filters[i], filters[i+1])
+		}
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	return q
+}
+
 // RunFilter narrows ListRuns.
 type RunFilter struct {
 	WorkflowKey string
@@ -417,19 +435,7 @@ type RunPage struct {
 
 // ListRuns lists runs.
 func (c *Client) ListRuns(ctx context.Context, f RunFilter) (RunPage, error) {
-	q := url.Values{}
-	if f.WorkflowKey != "" {
-		q.Set("workflowKey", f.WorkflowKey)
-	}
-	if f.Status != "" {
-		q.Set("status", f.Status)
-	}
-	if f.Limit > 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
-	}
-	if f.Cursor != "" {
-		q.Set("cursor", f.Cursor)
-	}
+	q := pageQuery(f.Cursor, f.Limit, "workflowKey", f.WorkflowKey, "status", f.Status)
 	var out RunPage
 	err := c.doJSON(ctx, http.MethodGet, "/v1/runs", q, nil, &out)
 	return out, err
@@ -456,13 +462,7 @@ type EventPage struct {
 
 // Events reads the page of run id's events after cursor ("" = from the start).
 func (c *Client) Events(ctx context.Context, id, cursor string, limit int) (EventPage, error) {
-	q := url.Values{}
-	if cursor != "" {
-		q.Set("cursor", cursor)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
+	q := pageQuery(cursor, limit)
 	var out EventPage
 	err := c.doJSON(ctx, http.MethodGet, runPath(id, "events"), q, nil, &out)
 	return out, err
@@ -544,16 +544,7 @@ type RevocationPage struct {
 
 // ListRevocations lists the tenant's revocations (GET /v1/revocations).
 func (c *Client) ListRevocations(ctx context.Context, f RevocationFilter) (RevocationPage, error) {
-	q := url.Values{}
-	if f.Sub != "" {
-		q.Set("sub", f.Sub)
-	}
-	if f.Limit > 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
-	}
-	if f.Cursor != "" {
-		q.Set("cursor", f.Cursor)
-	}
+	q := pageQuery(f.Cursor, f.Limit, "sub", f.Sub)
 	var out RevocationPage
 	err := c.doJSON(ctx, http.MethodGet, "/v1/revocations", q, nil, &out)
 	return out, err
