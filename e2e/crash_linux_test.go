@@ -21,13 +21,16 @@ import (
 
 // crashGraph: a slow node, then a business write. Short timeouts make the
 // dead worker's attempt time out quickly (the heartbeat timeout is the
-// node timeout when below 30 s) and retries pick the work up.
+// node timeout when below 30 s) and retries pick the work up. The nap is
+// long enough that a loaded machine still kills the worker mid-nap: the
+// test polls four runs' event logs between the first nap's start and the
+// kill, and a 1.5 s nap once ended before the kill in CI.
 const crashGraph = `{
   "schemaVersion": 1,
   "nodes": [
     {"id": "in", "kind": "input", "outputs": {"out": "any"}},
     {"id": "nap", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
-     "mapping": {"ms": {"literal": 1500}}, "timeoutMs": 3000,
+     "mapping": {"ms": {"literal": 4000}}, "timeoutMs": 5000,
      "retry": {"maxAttempts": 4, "initialIntervalMs": 200, "backoff": 1}},
     {"id": "save", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "workspace.notes.write", "version": 1},
      "mapping": {"title": {"literal": "drill"}, "body": {"pointer": "/in"}}, "timeoutMs": 3000,
