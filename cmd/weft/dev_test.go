@@ -481,3 +481,48 @@ func TestTokenCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestDevRefusesABusyAPIPortAtOnce: weft dev claims its API port before it
+// starts anything, so a busy port fails at once and no dev server starts.
+func TestDevRefusesABusyAPIPortAtOnce(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	d := &devInstance{t: t, dataDir: t.TempDir(), exited: make(chan struct{})}
+	d.launch(append(os.Environ(),
+		"DATABASE_URL="+freshDatabaseURL(t),
+		"WEFT_DATA_DIR="+d.dataDir,
+		"WEFT_HTTP_ADDR="+addr,
+		"WEFT_TEMPORAL_PORT="+strconv.Itoa(testinfra.FreePort(t)),
+		"WEFT_TEMPORAL_UI_PORT="+strconv.Itoa(testinfra.FreePort(t)),
+		"WEFT_TEMPORAL_CLI="+testinfra.TemporalBinary(),
+		"WEFT_JWT_SECRET=", "TEMPORAL_ADDRESS=", "TEMPORAL_API_KEY=",
+	), func(cmd *exec.Cmd) error {
+		cmd.Stdout = io.Discard
+		return nil
+	})
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("weft dev still running 30 s after its API port was found busy")
+	}
+	if d.exitErr == nil {
+		t.Fatal("weft dev exited 0 on a busy API port")
+	}
+	logs, err := os.ReadFile(d.stderr.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "dev: listen on " + addr; !strings.Contains(string(logs), want) || !strings.Contains(string(logs), "address already in use") {
+		t.Errorf("stderr lacks %q and the cause:\n%s", want, logs)
+	}
+	for _, f := range []string{devserver.PIDFile(d.dataDir), devserver.DBFile(d.dataDir)} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s exists (err %v): a dev server was started", f, err)
+		}
+	}
+}

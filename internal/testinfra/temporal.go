@@ -3,8 +3,10 @@ package testinfra
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -101,9 +103,15 @@ func startDevServer(searchAttributes bool) (*testsuite.DevServer, error) {
 	if searchAttributes {
 		args = append(args, devserver.SearchAttributeArgs()...)
 	}
+	// The frontend port comes from FreePort, not the SDK's ":0" pick: see
+	// FreePort for why.
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath:  bin,
-		ClientOptions: &client.Options{Namespace: "default"},
+		ClientOptions: &client.Options{Namespace: "default", HostPort: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
 		LogLevel:      "error",
 		ExtraArgs:     args,
 		Stdout:        os.Stderr,

@@ -50,6 +50,20 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 		return err
 	}
 
+	// Claim the API's port before anything else: a busy port fails in
+	// milliseconds instead of after a dev server start, and nothing the
+	// dev server binds while starting can take it.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("dev: listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	serving := false
+	defer func() {
+		if !serving {
+			ln.Close()
+		}
+	}()
+
 	dev, err := devserver.Start(ctx, devserver.Options{
 		Binary:    cfg.TemporalCLI,
 		DataDir:   cfg.DataDir,
@@ -98,16 +112,11 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	}
 	defer tc.Close()
 
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("dev: listen on %s: %w", cfg.HTTPAddr, err)
-	}
 	// One registry for the whole process: API latency and the worker's node
 	// metrics are served together at /metrics.
 	m := metrics.New()
 	handler, runs, err := newAPI(cfg, st, tc, keys, m, logger)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 
@@ -122,6 +131,7 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()
 	httpErr := make(chan error, 1)
+	serving = true // serveHTTP closes ln
 	go func() { httpErr <- serveHTTP(httpCtx, ln, handler, logger) }()
 	go runs.RunSweeper(httpCtx, 0)
 
