@@ -71,7 +71,7 @@ func loopbackPortFree(port int) bool {
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
-			if host == "::1" && !isAddrInUse(err) {
+			if host == "::1" && !errors.Is(err, syscall.EADDRINUSE) {
 				continue // no IPv6 loopback here
 			}
 			return false
@@ -80,8 +80,6 @@ func loopbackPortFree(port int) bool {
 	}
 	return true
 }
-
-func isAddrInUse(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent log writers (the SDK's
 // goroutines, activities).
