@@ -3,6 +3,7 @@ package graph
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -125,7 +126,7 @@ func TestChecksumIgnoresOrder(t *testing.T) {
 		rng.Shuffle(len(doc.Nodes), func(a, b int) { doc.Nodes[a], doc.Nodes[b] = doc.Nodes[b], doc.Nodes[a] })
 		rng.Shuffle(len(doc.Edges), func(a, b int) { doc.Edges[a], doc.Edges[b] = doc.Edges[b], doc.Edges[a] })
 		// Rebuild the schemas map in another insertion order.
-		names := sortedKeys(doc.Schemas)
+		names := slices.Sorted(maps.Keys(doc.Schemas))
 		rng.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
 		schemas := map[string]json.RawMessage{}
 		for _, n := range names {
@@ -264,7 +265,7 @@ func writeShuffled(buf *bytes.Buffer, rng *rand.Rand, v any) {
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		keys := sortedKeys(t)
+		keys := slices.Sorted(maps.Keys(t))
 		rng.Shuffle(len(keys), func(a, b int) { keys[a], keys[b] = keys[b], keys[a] })
 		buf.WriteByte('{')
 		for i, k := range keys {

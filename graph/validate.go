@@ -3,6 +3,7 @@ package graph
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -198,7 +199,7 @@ func (a *analysis) checkSizes() {
 }
 
 func (a *analysis) checkSchemas() {
-	for _, name := range sortedKeys(a.doc.Schemas) {
+	for _, name := range slices.Sorted(maps.Keys(a.doc.Schemas)) {
 		path := ptr("schemas", name)
 		switch {
 		case name == AnySchema:
@@ -220,7 +221,7 @@ func (a *analysis) checkSchemas() {
 }
 
 func (a *analysis) checkToolsets() {
-	for _, name := range sortedKeys(a.doc.Toolsets) {
+	for _, name := range slices.Sorted(maps.Keys(a.doc.Toolsets)) {
 		path := ptr("toolsets", name)
 		if msg := toolsetNameProblem(name); msg != "" {
 			a.add(CodeInvalidToolsPath, path, "toolset name %s", msg)
