@@ -146,7 +146,7 @@ func checkStrict(data []byte) error {
 }
 
 func (c *strictCheck) fail(format string, args ...any) error {
-	return &DecodeError{Code: CodeInvalidDocument, Path: ptr(c.path...), Message: fmt.Sprintf(format, args...)}
+	return &DecodeError{Code: CodeInvalidDocument, Path: Pointer(c.path...), Message: fmt.Sprintf(format, args...)}
 }
 
 // token reads the next token; a string is checked for unpaired surrogate
@@ -162,7 +162,7 @@ func (c *strictCheck) token() (json.Token, error) {
 		raw := c.data[start:c.dec.InputOffset()]
 		body := raw[bytes.IndexByte(raw, '"')+1 : len(raw)-1]
 		if !validSurrogates(body) {
-			return nil, &DecodeError{Code: CodeInvalidJSON, Path: ptr(c.path...),
+			return nil, &DecodeError{Code: CodeInvalidJSON, Path: Pointer(c.path...),
 				Message: "string holds an unpaired UTF-16 surrogate escape"}
 		}
 	}

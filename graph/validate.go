@@ -200,7 +200,7 @@ func (a *analysis) checkSizes() {
 
 func (a *analysis) checkSchemas() {
 	for _, name := range slices.Sorted(maps.Keys(a.doc.Schemas)) {
-		path := ptr("schemas", name)
+		path := Pointer("schemas", name)
 		switch {
 		case name == AnySchema:
 			a.add(CodeInvalidSchema, path, "%q is reserved for the schema that accepts every value", AnySchema)
@@ -222,7 +222,7 @@ func (a *analysis) checkSchemas() {
 
 func (a *analysis) checkToolsets() {
 	for _, name := range slices.Sorted(maps.Keys(a.doc.Toolsets)) {
-		path := ptr("toolsets", name)
+		path := Pointer("toolsets", name)
 		if msg := toolsetNameProblem(name); msg != "" {
 			a.add(CodeInvalidToolsPath, path, "toolset name %s", msg)
 		}

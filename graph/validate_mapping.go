@@ -41,7 +41,7 @@ type mappingPath struct {
 
 // at is the pointer of the entry followed by raw tokens.
 func (p mappingPath) at(tokens ...string) string {
-	return nodePath(p.node, "mapping") + "/" + escapeToken(p.key) + ptr(tokens...)
+	return nodePath(p.node, "mapping") + "/" + EscapePointerToken(p.key) + Pointer(tokens...)
 }
 
 func (a *analysis) checkMappingEntry(n Node, path mappingPath, key string, m Mapping) {

@@ -236,7 +236,7 @@ func follow(ctx context.Context, c *client.Client, r client.Run, out io.Writer, 
 		}
 		// The run row may end without an event of ours (terminated in
 		// Temporal, reconciled): check it now and then.
-		if latest, err := c.GetRun(ctx, r.RunID); err == nil && client.Terminal(latest.Status) {
+		if latest, err := c.GetRun(ctx, r.RunID); err == nil && execution.Terminal(latest.Status) {
 			if more, err := f.Next(ctx); err == nil {
 				for _, ev := range more {
 					p.apply(ev)
@@ -260,7 +260,7 @@ func follow(ctx context.Context, c *client.Client, r client.Run, out io.Writer, 
 		if err != nil {
 			return r, err
 		}
-		if client.Terminal(latest.Status) {
+		if execution.Terminal(latest.Status) {
 			return latest, nil
 		}
 		select {
@@ -394,7 +394,7 @@ printing new events until the run ends.`,
 				if !follow || ended {
 					return nil
 				}
-				if r, err := c.GetRun(ctx, id); err == nil && client.Terminal(r.Status) {
+				if r, err := c.GetRun(ctx, id); err == nil && execution.Terminal(r.Status) {
 					follow = false // one last read picks up what is left
 					continue
 				}
@@ -440,7 +440,7 @@ A run that already ended is RUN_NOT_ACTIVE.`,
 				if err != nil {
 					return err
 				}
-				if client.Terminal(r.Status) {
+				if execution.Terminal(r.Status) {
 					fmt.Fprintf(out, "run %s %s\n", r.RunID, r.Status)
 					if r.Status != execution.StatusCancelled {
 						return errors.New("the run ended before the cancellation took effect")
