@@ -3,9 +3,7 @@ package graph
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"math"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -79,61 +77,13 @@ func FuzzCanonical(f *testing.F) {
 		if err != nil || !bytes.Equal(again, want) {
 			t.Fatalf("canonical form is not canonical: %s -> %s (%v)", want, again, err)
 		}
-		r := &byteReader{data: data}
 		var reordered bytes.Buffer
-		writeReordered(&reordered, v, r)
+		writeShuffled(&reordered, fuzzRand(data), v)
 		got, err := Canonical(json.RawMessage(reordered.Bytes()))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("reordered %s canonicalizes to %s (%v), not %s", reordered.Bytes(), got, err, want)
 		}
 	})
-}
-
-// writeReordered writes a decoded JSON value (numbers as json.Number) with
-// every object's members in an order and with whitespace chosen by r, and
-// strings escaped as encoding/json does (<, > and & as \u00XX).
-func writeReordered(b *bytes.Buffer, v any, r *byteReader) {
-	ws := func() { b.WriteString([]string{"", " ", "\n\t", ""}[r.next()%4]) }
-	switch t := v.(type) {
-	case map[string]any:
-		keys := slices.Sorted(maps.Keys(t))
-		if r.next()%2 == 0 {
-			slices.Reverse(keys)
-		}
-		if len(keys) > 1 {
-			i := r.next() % len(keys)
-			keys[0], keys[i] = keys[i], keys[0]
-		}
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			ws()
-			name, _ := json.Marshal(k)
-			b.Write(name)
-			ws()
-			b.WriteByte(':')
-			writeReordered(b, t[k], r)
-		}
-		b.WriteByte('}')
-	case []any:
-		b.WriteByte('[')
-		for i, e := range t {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeReordered(b, e, r)
-		}
-		b.WriteByte(']')
-	case json.Number:
-		ws()
-		b.WriteString(t.String())
-	default:
-		ws()
-		out, _ := json.Marshal(t)
-		b.Write(out)
-	}
 }
 
 // TestCanonicalNumbersKeepTheirValue checks numbers of every magnitude

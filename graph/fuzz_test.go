@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -48,7 +49,7 @@ func FuzzDecode(f *testing.F) {
 				}
 				continue
 			}
-			checkValidateProperties(t, doc, cat, compiler, &byteReader{data: data})
+			checkValidateProperties(t, doc, cat, compiler, fuzzRand(text))
 		}
 	})
 }
@@ -65,11 +66,11 @@ func FuzzValidate(f *testing.F) {
 	compiler := NewCompiler(CompilerConfig{CacheEntries: 64})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc := docFromBytes(data)
-		checkValidateProperties(t, doc, cat, compiler, &byteReader{data: data, pos: len(data) / 2})
+		checkValidateProperties(t, doc, cat, compiler, fuzzRand(data))
 	})
 }
 
-func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler *Compiler, r *byteReader) {
+func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler *Compiler, rng *rand.Rand) {
 	t.Helper()
 	issues := Validate(doc, cat)
 	if cached := ValidateWith(doc, cat, Options{Compiler: compiler}); !reflect.DeepEqual(cached, issues) {
@@ -120,8 +121,8 @@ func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler 
 	// other whitespace, has the same checksum.
 	shuffled := *doc
 	shuffled.Nodes, shuffled.Edges = slices.Clone(doc.Nodes), slices.Clone(doc.Edges)
-	shuffle(r, shuffled.Nodes)
-	shuffle(r, shuffled.Edges)
+	rng.Shuffle(len(shuffled.Nodes), func(i, j int) { shuffled.Nodes[i], shuffled.Nodes[j] = shuffled.Nodes[j], shuffled.Nodes[i] })
+	rng.Shuffle(len(shuffled.Edges), func(i, j int) { shuffled.Edges[i], shuffled.Edges[j] = shuffled.Edges[j], shuffled.Edges[i] })
 	if raw, err = json.Marshal(shuffled); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler 
 		t.Fatal(err)
 	}
 	var text bytes.Buffer
-	writeReordered(&text, generic, r)
+	writeShuffled(&text, rng, generic)
 	reordered, err := Decode(text.Bytes())
 	if err != nil {
 		t.Fatalf("reordered document does not decode: %v\n%s", err, text.Bytes())
@@ -138,14 +139,6 @@ func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler 
 	c3, issues3 := Compile(reordered, cat)
 	if len(issues3) > 0 || c3.Checksum != c.Checksum {
 		t.Fatalf("reordered document compiles to %v, %v; want checksum %s\n%s", c3, issues3, c.Checksum, text.Bytes())
-	}
-}
-
-// shuffle permutes s with choices read from r.
-func shuffle[T any](r *byteReader, s []T) {
-	for i := len(s) - 1; i > 0; i-- {
-		j := r.next() % (i + 1)
-		s[i], s[j] = s[j], s[i]
 	}
 }
 
