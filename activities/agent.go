@@ -2,6 +2,10 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/auth"
@@ -49,17 +53,32 @@ func (a *NodeActivities) agent(ctx context.Context, in execution.NodeInput, rev 
 
 	hb := startHeartbeats(ctx)
 	defer hb.stop()
-	res, err := a.agents.Run(ctx, agents.Job{
-		TenantID: in.TenantID, TenantName: in.TenantName, RunID: in.RunID, WorkflowKey: in.WorkflowKey,
-		NodeID: n.ID, Attempt: in.Attempt, Decision: n.Kind == graph.KindAgentDecision,
-		Agent: pinned, Actions: rev.actions, Toolset: toolsetOf(rev.compiled.Document, n),
-		Input: input, Actor: in.Actor, Permissions: in.Permissions, RunStartedAt: runDay(in),
-		Timeout:   nodeTimeout(n),
-		Heartbeat: func() { hb.beat() }, // liveness only: no progress details
+	// The harness keeps the agent's deadline itself (AGENT_TIMEOUT);
+	// bounded holds it even if a provider or tool ignored its context.
+	timeout := nodeTimeout(n)
+	actx, cancel := context.WithTimeout(ctx, timeout+handlerGrace)
+	defer cancel()
+	onPanic := func(p any) error {
+		a.logger.Error("agent harness panicked", "node", n.ID, "agent", n.Agent.String(), "panic", p)
+		return permanent(execution.ErrAgentUnavailable, nil, "node %q: the agent harness panicked", n.ID)
+	}
+	res, err := bounded(actx, onPanic, func() (agents.Result, error) {
+		return a.agents.Run(actx, agents.Job{
+			TenantID: in.TenantID, TenantName: in.TenantName, RunID: in.RunID, WorkflowKey: in.WorkflowKey,
+			NodeID: n.ID, Attempt: in.Attempt, Dispatch: in.Redispatch, Decision: n.Kind == graph.KindAgentDecision,
+			Agent: pinned, Actions: rev.actions, Toolset: toolsetOf(rev.compiled.Document, n),
+			Input: input, Actor: in.Actor, Permissions: in.Permissions, RunStartedAt: runDay(in),
+			Timeout:   timeout,
+			Heartbeat: func() { hb.beat() }, // liveness only: no progress details
+		})
 	})
 	if err != nil {
 		if cancelled(ctx) {
 			return execution.NodeResult{}, ctx.Err()
+		}
+		if actx.Err() != nil && !isApplicationError(err) {
+			return execution.NodeResult{}, temporal.NewApplicationErrorWithCause(
+				fmt.Sprintf("node %q: agent %s did not finish within %v", n.ID, n.Agent, timeout), agents.ErrAgentTimeout, err)
 		}
 		return execution.NodeResult{}, err
 	}
@@ -108,4 +127,9 @@ func toolsetOf(doc graph.Document, n graph.Node) *graph.Toolset {
 		return &graph.Toolset{}
 	}
 	return &ts
+}
+
+func isApplicationError(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr)
 }

@@ -167,6 +167,11 @@ type Job struct {
 	WorkflowKey string
 	NodeID      string
 	Attempt     int
+	// Dispatch counts the re-dispatches of this attempt after
+	// infrastructure faults (execution.NodeInput.Redispatch): a transcript
+	// save from an earlier dispatch of the same attempt (a worker presumed
+	// lost but still running) is refused as stale.
+	Dispatch int
 	// Decision is set for agent-decision nodes.
 	Decision bool
 	// Agent is the revision pinned in the compiled revision.
@@ -909,7 +914,7 @@ func (a *attempt) save(ctx context.Context, usage *store.Usage, events ...execut
 	j := a.job
 	err = a.r.store.SaveAgentTranscript(sctx, store.AgentTranscript{
 		TenantID: j.TenantID, RunID: j.RunID, NodeID: j.NodeID, AgentKey: j.Agent.Key, AgentRevision: j.Agent.Revision,
-		Attempt: j.Attempt, Turn: len(a.tr.Turns), Transcript: raw, LedgerKeys: a.tr.LedgerKeys(), Outbox: events,
+		Attempt: j.Attempt, Dispatch: j.Dispatch, Turn: len(a.tr.Turns), Transcript: raw, LedgerKeys: a.tr.LedgerKeys(), Outbox: events,
 	}, usage)
 	switch code := failure.CodeOf(err); {
 	case err == nil:

@@ -408,6 +408,14 @@ func applyNodeEvent(st *execution.NodeState, ev store.Event) {
 		st.Status, st.Reason = execution.NodeCancelled, "CANCEL_UNACKNOWLEDGED"
 	case execution.EventNodeLateResult:
 		st.Status, st.Port, st.Reason = execution.NodeCancelled, d.Port, "LATE_RESULT"
+	case execution.EventNodeAttemptLeaseLost, execution.EventNodeAttemptInfraRetry:
+		// The same attempt goes out again: the node keeps running, and
+		// shows how often it was recovered and from what.
+		st.Status, st.Redispatches, st.Infra = execution.NodeRunning, d.Redispatch, d.Code
+		if st.InfraSince == nil {
+			at := ev.At
+			st.InfraSince = &at
+		}
 	}
 }
 

@@ -76,6 +76,10 @@ type Deps struct {
 	// would publish. Nil uses the store for agents and published actions,
 	// as api.New does.
 	Resolver *catalog.Resolver
+	// Durability goes into every run's parameters (config
+	// WEFT_LEASE_TIMEOUT, WEFT_INFRA_MAX_*); zero fields take
+	// execution.DefaultDurability.
+	Durability execution.Durability
 }
 
 // Starter enqueues, starts, sweeps and cancels runs.
@@ -87,6 +91,7 @@ type Starter struct {
 	namespace string
 	log       *slog.Logger
 	resolver  *catalog.Resolver
+	durable   execution.Durability
 }
 
 // New returns a Starter. Store, Temporal and TaskQueue are required.
@@ -112,6 +117,7 @@ func New(d Deps) (*Starter, error) {
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,
 		uiURL: strings.TrimRight(d.UIURL, "/"), namespace: d.Namespace,
 		log: d.Logger.With("component", "starter"), resolver: d.Resolver,
+		durable: d.Durability.WithDefaults(),
 	}, nil
 }
 
@@ -393,6 +399,7 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 	if err != nil {
 		return err
 	}
+	durable := s.durable
 	params := execution.RunParams{
 		TenantID:    run.TenantID,
 		TenantName:  run.TenantName,
@@ -406,6 +413,7 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 		Origin:      run.Origin,
 		Permissions: nonNil(run.Permissions),
 		EnqueuedAt:  run.CreatedAt,
+		Durability:  &durable,
 	}
 	opts := client.StartWorkflowOptions{
 		ID:                       run.WorkflowID,

@@ -41,8 +41,10 @@ var sensitiveKeyParts = []string{
 	"authorization", "credential", "private_key", "cookie", "reasoning",
 }
 
-// eventTypePattern is the shape of event type names ("node.attempt.failed").
-var eventTypePattern = regexp.MustCompile(`^[a-z][a-z0-9]*(\.[a-z][a-z0-9]*)*$`)
+// eventTypePattern is the shape of event type names: dotted lowercase
+// segments, snake_case within one ("node.attempt.failed",
+// "node.attempt.lease_lost").
+var eventTypePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
 
 // Event is one stored, hash-chained event of a run.
 type Event struct {

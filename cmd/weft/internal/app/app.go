@@ -109,7 +109,7 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	runs, err := starter.New(starter.Deps{
 		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
 		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
-		Resolver: resolver,
+		Resolver: resolver, Durability: cfg.Durability,
 	})
 	if err != nil {
 		return nil, nil, err
