@@ -180,8 +180,8 @@ type runBody struct {
 	// ToolGrants are the enqueue's toolGrants (null: not narrowed).
 	ToolGrants []string `json:"toolGrants"`
 	// ToolPolicy is the schedule's or webhook's tool policy when it
-	// started the run (absent for a user's run).
-	ToolPolicy []string              `json:"toolPolicy,omitempty"`
+	// started the run (absent for a user's run; [] when it had none).
+	ToolPolicy *[]string             `json:"toolPolicy,omitempty"`
 	Nodes      []execution.NodeState `json:"nodes,omitempty"`
 	Usage      json.RawMessage       `json:"usage"`
 	Temporal   temporalRef           `json:"temporal"`
@@ -202,13 +202,22 @@ func (s *Server) runJSON(r store.Run) runBody {
 		RunID: r.RunID, WorkflowKey: r.WorkflowKey, Revision: r.Revision, DraftRevision: r.DraftRevision,
 		Checksum: r.Checksum, Mode: execution.Mode(r.Mode), Status: r.Status,
 		Input: orNull(r.Input), Output: orNull(r.Output), Error: orNull(r.Error),
-		Origin: r.Origin, Actor: r.Actor, ToolGrants: r.ToolGrants, ToolPolicy: r.ToolPolicy, Usage: orEmptyObject(r.Usage),
+		Origin: r.Origin, Actor: r.Actor, ToolGrants: r.ToolGrants, ToolPolicy: listOrAbsent(r.ToolPolicy), Usage: orEmptyObject(r.Usage),
 		Temporal: temporalRef{
 			WorkflowID: r.WorkflowID, RunID: r.TemporalRunID,
 			UIURL: s.deps.Starter.WorkflowURL(r.WorkflowID),
 		},
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 	}
+}
+
+// listOrAbsent is nil (the field is left out) for a nil list, and the list
+// otherwise, even empty.
+func listOrAbsent(l []string) *[]string {
+	if l == nil {
+		return nil
+	}
+	return &l
 }
 
 func orNull(r json.RawMessage) json.RawMessage {

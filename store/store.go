@@ -66,6 +66,31 @@ func migrateDB(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
+// MigrateTo applies, or rolls back, the embedded migrations to exactly
+// version: for tests of a migration over data shaped by the ones before
+// it, and for an operator rolling a release back (goose down migrations).
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := migrator(db)
+	if err != nil {
+		return err
+	}
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migration version: %w", err)
+	}
+	if current > version {
+		_, err = p.DownTo(ctx, version)
+	} else {
+		_, err = p.UpTo(ctx, version)
+	}
+	if err != nil {
+		return fmt.Errorf("store: migrate to %d: %w", version, err)
+	}
+	return nil
+}
+
 // migrator is the goose provider of the embedded migrations.
 func migrator(db *sql.DB) (*goose.Provider, error) {
 	sub, err := fs.Sub(migrationFiles, "migrations")
