@@ -16,7 +16,7 @@ import (
 )
 
 // newActedRun stores a queued run of tenant t1 with actor, origin and tool lists.
-func newActedRun(t *testing.T, st *store.Store, actor execution.Actor, origin execution.Origin, grants, policy []string) string {
+func newActedRun(t testing.TB, st *store.Store, actor execution.Actor, origin execution.Origin, grants, policy []string) string {
 	t.Helper()
 	id := uuid.NewString()
 	_, created, err := st.CreateRun(context.Background(), store.Run{RunID: id, TenantID: "t1", WorkflowKey: "wf", Checksum: "c",
