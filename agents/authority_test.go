@@ -3,10 +3,12 @@ package agents_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/agents/provider"
@@ -179,4 +181,34 @@ func (r revokeAfterOffer) Grant(ctx context.Context) (authz.Grant, error) {
 	g, err := r.inner.Grant(ctx)
 	r.revoke()
 	return g, err
+}
+
+// failingAuthority answers err.
+type failingAuthority struct{ err error }
+
+func (f failingAuthority) Grant(context.Context) (authz.Grant, error) { return authz.Grant{}, f.err }
+
+// TestUnreadableAuthorityRunsNothing: an authority that cannot be read
+// fails the attempt before any tool runs: retryably for a read error, as
+// refused for a permanent one (its type kept for the interpreter).
+func TestUnreadableAuthorityRunsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	a := h.agent("triage", agents.Definition{Instructions: "Triage.", Provider: "openai", Model: "m", AllowedTools: []string{"test.write@1"}})
+	h.prov.turns = []provider.Reply{calls(call("c1", "test_write_v1", `{"n":1}`)), final(`{"done":true}`)}
+	job := h.job(a, "crm.write")
+
+	job.Authority = failingAuthority{err: errors.New("connection refused")}
+	_, err := h.runtime().Run(context.Background(), job)
+	require.ErrorContains(t, err, "read the run's authority")
+	var ae *temporal.ApplicationError
+	require.False(t, errors.As(err, &ae) && ae.NonRetryable(), "a read error is retried: %v", err)
+
+	job.Authority = failingAuthority{err: temporal.NewNonRetryableApplicationError("no run", execution.ErrPermissionDenied, nil)}
+	_, err = h.runtime().Run(context.Background(), job)
+	ae = appError(t, err)
+	require.True(t, ae.NonRetryable())
+	require.Equal(t, execution.ErrPermissionDenied, ae.Type())
+	require.Zero(t, h.writes.Load())
+	require.Empty(t, h.toolEvents())
 }

@@ -348,13 +348,16 @@ func (a *attempt) authorize(ctx context.Context) (authz.Grant, error) {
 		return authz.Static(a.job.Permissions), nil
 	}
 	g, err := a.job.Authority.Grant(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return authz.Grant{}, ctx.Err()
-		}
-		return authz.Grant{}, fmt.Errorf("agents: node %q: read the run's authority: %w", a.job.NodeID, err)
+	var appErr *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return g, nil
+	case ctx.Err() != nil:
+		return authz.Grant{}, ctx.Err()
+	case errors.As(err, &appErr):
+		return authz.Grant{}, err // Temporal reads its type and retryability only unwrapped
 	}
-	return g, nil
+	return authz.Grant{}, fmt.Errorf("agents: node %q: read the run's authority: %w", a.job.NodeID, err)
 }
 
 // offerTools computes the offer: a tool is offered only if it is in the
