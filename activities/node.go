@@ -33,9 +33,10 @@ type NodeActivities struct {
 	// agents runs live agent and agent-decision nodes (agent.go); nil
 	// refuses them with AGENT_UNAVAILABLE.
 	agents *agents.Runtime
-	// revocations narrows a service actor's snapshot before every live
-	// attempt (revocations.go); nil applies none.
-	revocations revocationSource
+	// revocations re-authorizes every live attempt and, through the agent
+	// harness, every tool call (revocations.go); nil applies the snapshot
+	// as it is.
+	revocations authoritySource
 }
 
 // RunNode (execution.ActivityRunNode) runs one attempt of an action node:
@@ -43,10 +44,10 @@ type NodeActivities struct {
 //  1. the pinned contract must have risk read or workspace-write and be
 //     registered on this worker with the same content hash
 //     (ACTION_UNAVAILABLE otherwise);
-//  2. the run's permission snapshot (a service actor's minus the scopes
-//     revoked from its creator since, read for every attempt) must hold
-//     every permission the node needs (PERMISSION_DENIED listing the
-//     missing ones);
+//  2. the run's permission snapshot minus the scopes revoked from its
+//     principal since (the user, or a service actor's creator; read for
+//     every attempt) must hold every permission the node needs
+//     (PERMISSION_DENIED listing the missing ones);
 //  3. the call input is built from the mapping (MAPPING_UNRESOLVED) and
 //     validated against the contract's inputSchema (SCHEMA_VIOLATION);
 //  4. the handler runs with a deadline of the node timeout, heartbeating
@@ -175,6 +176,8 @@ func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n gra
 			TenantID:       in.TenantID,
 			RunID:          in.RunID,
 			NodeID:         in.NodeID,
+			Actor:          in.Actor,
+			RequestedBy:    in.Actor.RequestedBy(),
 			Attempt:        in.Attempt,
 			IdempotencyKey: catalog.IdempotencyKey(in.TenantID, in.RunID, in.NodeID),
 			Input:          input,

@@ -59,9 +59,10 @@ var statusByCode = map[string]int{
 	store.CodeAgentArchived:   http.StatusConflict,
 	store.CodeContractChanged: http.StatusConflict,
 	// Webhook deliveries (POST /hooks/{id}) authenticated by their signature.
-	bridges.CodeSignatureMissing: http.StatusUnauthorized,
-	bridges.CodeSignatureInvalid: http.StatusUnauthorized,
-	bridges.CodeSignatureStale:   http.StatusUnauthorized,
+	bridges.CodeSignatureMissing:  http.StatusUnauthorized,
+	bridges.CodeSignatureInvalid:  http.StatusUnauthorized,
+	bridges.CodeSignatureStale:    http.StatusUnauthorized,
+	bridges.CodeInvalidToolPolicy: http.StatusUnprocessableEntity,
 }
 
 // StatusOf returns the HTTP status for a code; unknown codes are 422 when

@@ -266,6 +266,12 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.expect(422, call{method: "POST", path: "/v1/workflows/broken/runs", token: tok, body: map[string]any{"input": 1, "idempotencyKey": "b"}})
 	c.expect(202, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok,
 		body: map[string]any{"input": map[string]any{"title": "sim"}, "mode": "simulation", "idempotencyKey": "k2"}})
+	granted := map[string]any{"input": map[string]any{"title": "granted"}, "idempotencyKey": "k3", "toolGrants": []string{"core.echo@1"}}
+	c.expect(202, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok, body: granted})
+	c.expect(409, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok,
+		body: map[string]any{"input": map[string]any{"title": "granted"}, "idempotencyKey": "k3", "toolGrants": []string{}}})
+	c.expect(400, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok, malformed: true,
+		body: map[string]any{"input": map[string]any{"title": "x"}, "idempotencyKey": "k4", "toolGrants": []string{"core.echo"}}})
 	c.expect(403, call{method: "POST", path: "/v1/workflows/notes/runs", token: c.mint("acme", "eve", auth.ScopeRunsExecute),
 		body: map[string]any{"input": map[string]any{"title": "x"}, "idempotencyKey": "e"}})
 	runID := acc["runId"].(string)
@@ -321,7 +327,17 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.expect(400, call{method: "POST", path: "/v1/workflows/notes/schedules", token: tok, body: map[string]any{"every": "1ms"}})
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/schedules", token: tok})
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/schedules/" + scheduleID, token: tok})
+	policyPath := "/v1/workflows/notes/schedules/" + scheduleID + "/tool-policy"
+	c.expect(200, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{"toolPolicy": []string{"core.echo@1", "workspace.notes.write@1"}}})
+	c.expect(400, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{}, malformed: true})
+	c.expect(422, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{"toolPolicy": []string{"core.http.fetch@1"}}})
+	c.expect(200, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{"toolPolicy": []string{}}})
+	c.expect(403, call{method: "PUT", path: policyPath, token: c.mint("acme", "eve", auth.ScopeSchedulesManage),
+		body: map[string]any{"toolPolicy": []string{"workspace.notes.write@1"}}})
+	c.expect(201, call{method: "POST", path: "/v1/workflows/notes/schedules", token: tok,
+		body: map[string]any{"every": "1h", "paused": true, "toolPolicy": []string{"workspace.notes.write@1"}}})
 	c.expect(204, call{method: "DELETE", path: "/v1/workflows/notes/schedules/" + scheduleID, token: tok})
+	c.expect(404, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{"toolPolicy": []string{}}})
 	c.expect(404, call{method: "DELETE", path: "/v1/workflows/notes/schedules?scheduleId=" + scheduleID, token: tok})
 	c.expect(404, call{method: "GET", path: "/v1/workflows/notes/schedules/" + scheduleID, token: tok})
 
@@ -329,6 +345,12 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	hook := c.expect(201, call{method: "POST", path: "/v1/workflows/notes/webhooks", token: tok}).json(t)
 	hookID, secret := hook["webhookId"].(string), hook["secret"].(string)
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/webhooks", token: tok})
+	c.expect(201, call{method: "POST", path: "/v1/workflows/notes/webhooks", token: tok,
+		body: map[string]any{"toolPolicy": []string{"core.echo@1"}}})
+	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/webhooks/" + hookID, token: tok})
+	c.expect(404, call{method: "GET", path: "/v1/workflows/notes/webhooks/whk_nope", token: tok})
+	c.expect(200, call{method: "PUT", path: "/v1/workflows/notes/webhooks/" + hookID + "/tool-policy", token: tok,
+		body: map[string]any{"toolPolicy": []string{"core.echo@1"}}})
 	payload := []byte(`{"title":"from a webhook"}`)
 	signed := func(eventID string) http.Header {
 		return http.Header{

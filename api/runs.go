@@ -61,6 +61,9 @@ type enqueueRunBody struct {
 	Revision       *int            `json:"revision"`
 	DraftRevision  *int            `json:"draftRevision"`
 	Fixtures       json.RawMessage `json:"fixtures"`
+	// ToolGrants (actionId@version) narrow what the run's agents may
+	// call; absent or null grants no narrowing, [] grants no tool.
+	ToolGrants []string `json:"toolGrants"`
 }
 
 // acceptedBody answers an enqueue.
@@ -95,6 +98,7 @@ func (s *Server) enqueueRun(c echo.Context) error {
 		Revision:       body.Revision,
 		DraftRevision:  body.DraftRevision,
 		Fixtures:       body.Fixtures,
+		ToolGrants:     body.ToolGrants,
 	}, starter.Trusted{
 		TenantID:    p.Tenant,
 		TenantName:  p.TenantName,
@@ -161,24 +165,29 @@ func readBodyAtMost(c echo.Context, limit int64) ([]byte, error) {
 
 // runBody is a run as the API shows it (SPEC §10).
 type runBody struct {
-	RunID         string                `json:"runId"`
-	WorkflowKey   string                `json:"workflowKey"`
-	Revision      int                   `json:"revision"`
-	DraftRevision *int                  `json:"draftRevision,omitempty"`
-	Checksum      string                `json:"checksum"`
-	Mode          execution.Mode        `json:"mode"`
-	Status        string                `json:"status"`
-	Input         json.RawMessage       `json:"input"`
-	Output        json.RawMessage       `json:"output"`
-	Error         json.RawMessage       `json:"error"`
-	Origin        execution.Origin      `json:"origin"`
-	Actor         execution.Actor       `json:"actor"`
-	Nodes         []execution.NodeState `json:"nodes,omitempty"`
-	Usage         json.RawMessage       `json:"usage"`
-	Temporal      temporalRef           `json:"temporal"`
-	CreatedAt     time.Time             `json:"createdAt"`
-	StartedAt     *time.Time            `json:"startedAt,omitempty"`
-	FinishedAt    *time.Time            `json:"finishedAt,omitempty"`
+	RunID         string           `json:"runId"`
+	WorkflowKey   string           `json:"workflowKey"`
+	Revision      int              `json:"revision"`
+	DraftRevision *int             `json:"draftRevision,omitempty"`
+	Checksum      string           `json:"checksum"`
+	Mode          execution.Mode   `json:"mode"`
+	Status        string           `json:"status"`
+	Input         json.RawMessage  `json:"input"`
+	Output        json.RawMessage  `json:"output"`
+	Error         json.RawMessage  `json:"error"`
+	Origin        execution.Origin `json:"origin"`
+	Actor         execution.Actor  `json:"actor"`
+	// ToolGrants are the enqueue's toolGrants (null: not narrowed).
+	ToolGrants []string `json:"toolGrants"`
+	// ToolPolicy is the schedule's or webhook's tool policy when it
+	// started the run (absent for a user's run; [] when it had none).
+	ToolPolicy *[]string             `json:"toolPolicy,omitempty"`
+	Nodes      []execution.NodeState `json:"nodes,omitempty"`
+	Usage      json.RawMessage       `json:"usage"`
+	Temporal   temporalRef           `json:"temporal"`
+	CreatedAt  time.Time             `json:"createdAt"`
+	StartedAt  *time.Time            `json:"startedAt,omitempty"`
+	FinishedAt *time.Time            `json:"finishedAt,omitempty"`
 }
 
 // temporalRef tells an operator where to find the run in Temporal.
@@ -193,13 +202,22 @@ func (s *Server) runJSON(r store.Run) runBody {
 		RunID: r.RunID, WorkflowKey: r.WorkflowKey, Revision: r.Revision, DraftRevision: r.DraftRevision,
 		Checksum: r.Checksum, Mode: execution.Mode(r.Mode), Status: r.Status,
 		Input: orNull(r.Input), Output: orNull(r.Output), Error: orNull(r.Error),
-		Origin: r.Origin, Actor: r.Actor, Usage: orEmptyObject(r.Usage),
+		Origin: r.Origin, Actor: r.Actor, ToolGrants: r.ToolGrants, ToolPolicy: listOrAbsent(r.ToolPolicy), Usage: orEmptyObject(r.Usage),
 		Temporal: temporalRef{
 			WorkflowID: r.WorkflowID, RunID: r.TemporalRunID,
 			UIURL: s.deps.Starter.WorkflowURL(r.WorkflowID),
 		},
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 	}
+}
+
+// listOrAbsent is nil (the field is left out) for a nil list, and the list
+// otherwise, even empty.
+func listOrAbsent(l []string) *[]string {
+	if l == nil {
+		return nil
+	}
+	return &l
 }
 
 func orNull(r json.RawMessage) json.RawMessage {
@@ -500,12 +518,18 @@ func (s *Server) cancelRun(c echo.Context) error {
 // noteBody is a note written by workspace.notes.write@1, with the run and
 // node that wrote it.
 type noteBody struct {
-	NoteID    string          `json:"noteId"`
-	RunID     string          `json:"runId"`
-	NodeID    string          `json:"nodeId"`
-	Title     string          `json:"title"`
-	Body      json.RawMessage `json:"body"`
-	CreatedAt time.Time       `json:"createdAt"`
+	NoteID string `json:"noteId"`
+	RunID  string `json:"runId"`
+	NodeID string `json:"nodeId"`
+	// Actor is who acted (for a schedule's or webhook's run, the service
+	// actor naming it, with configuredBy); RequestedBy is the user behind
+	// it. Null for a note whose run was gone when actors were first
+	// recorded.
+	Actor       *execution.Actor `json:"actor"`
+	RequestedBy *string          `json:"requestedBy"`
+	Title       string           `json:"title"`
+	Body        json.RawMessage  `json:"body"`
+	CreatedAt   time.Time        `json:"createdAt"`
 }
 
 // notesCursor is the position a notes page ends at.
@@ -539,8 +563,12 @@ func (s *Server) listNotes(c echo.Context) error {
 	})
 	items := make([]noteBody, 0, len(notes))
 	for _, n := range notes {
-		items = append(items, noteBody{NoteID: n.NoteID, RunID: n.RunID, NodeID: n.NodeID, Title: n.Title,
-			Body: orNull(n.Body), CreatedAt: n.CreatedAt})
+		item := noteBody{NoteID: n.NoteID, RunID: n.RunID, NodeID: n.NodeID, Actor: n.Actor, Title: n.Title,
+			Body: orNull(n.Body), CreatedAt: n.CreatedAt}
+		if n.Actor != nil {
+			item.RequestedBy = &n.RequestedBy
+		}
+		items = append(items, item)
 	}
 	return list(c, "notes", items, next)
 }

@@ -327,6 +327,9 @@ type RunRequest struct {
 	Revision       *int            `json:"revision,omitempty"`
 	DraftRevision  *int            `json:"draftRevision,omitempty"`
 	Fixtures       json.RawMessage `json:"fixtures,omitempty"`
+	// ToolGrants (actionId@version) narrow what the run's agents may
+	// call: nil grants no narrowing (sent as null), empty grants no tool.
+	ToolGrants []string `json:"toolGrants"`
 }
 
 // Accepted answers an enqueue.
@@ -377,9 +380,18 @@ type Run struct {
 		Kind string `json:"kind"`
 		ID   string `json:"id,omitempty"`
 	} `json:"origin"`
-	Nodes    []NodeState     `json:"nodes"`
-	Usage    json.RawMessage `json:"usage"`
-	Temporal struct {
+	Actor struct {
+		Kind         string `json:"kind"`
+		Sub          string `json:"sub"`
+		ConfiguredBy string `json:"configuredBy,omitempty"`
+	} `json:"actor"`
+	// ToolGrants are the enqueue's toolGrants (nil: not narrowed);
+	// ToolPolicy a schedule's or webhook's policy when it started the run.
+	ToolGrants []string        `json:"toolGrants"`
+	ToolPolicy []string        `json:"toolPolicy,omitempty"`
+	Nodes      []NodeState     `json:"nodes"`
+	Usage      json.RawMessage `json:"usage"`
+	Temporal   struct {
 		WorkflowID string `json:"workflowId"`
 		RunID      string `json:"runId"`
 		UIURL      string `json:"uiUrl"`

@@ -104,8 +104,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvOn(t, testinfra.NewDatabase(t))
+}
+
+// newEnvOn is newEnv on the database at dbURL (migrated as the test needs).
+func newEnvOn(t *testing.T, dbURL string) *env {
+	t.Helper()
 	tsrv, tc := testinfra.SharedClient(t)
-	dbURL := testinfra.NewDatabase(t)
 	st, err := store.Open(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)

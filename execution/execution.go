@@ -84,6 +84,16 @@ type Actor struct {
 	Email        string `json:"email,omitempty"`
 }
 
+// RequestedBy is the user behind the actor: a user's own sub, or the user
+// who configured a service actor. Revocations are looked up under it, and
+// action handlers receive it (catalog.Call.RequestedBy) to record who acted.
+func (a Actor) RequestedBy() string {
+	if a.Kind == "service" {
+		return a.ConfiguredBy
+	}
+	return a.Sub
+}
+
 // Origin says what started a run.
 type Origin struct {
 	Kind string `json:"kind"` // api, schedule, webhook, cli

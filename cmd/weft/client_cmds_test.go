@@ -244,6 +244,18 @@ func TestClientVerbs(t *testing.T) {
 	if r = weftCLI(t, env, "run", "echo", "--input", `{nope`); r.code != 1 || !strings.Contains(r.stderr, "--input is not valid JSON") {
 		t.Errorf("bad input:\n%s", r)
 	}
+	// Tool grants are shown and bound with the key: --no-tools is another request.
+	r = weftCLI(t, env, "run", "echo", "--input", `{"n":3}`, "--idempotency-key", "k-g", "--tool-grant", "core.echo@1", "--tool-grant", "core.sleep@1")
+	if r.code != 0 || !strings.Contains(r.stdout, "tool grants: core.echo@1, core.sleep@1") {
+		t.Errorf("run --tool-grant:\n%s", r)
+	}
+	r = weftCLI(t, env, "run", "echo", "--input", `{"n":3}`, "--idempotency-key", "k-g", "--no-tools")
+	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, "toolGrants") {
+		t.Errorf("same key, no tools:\n%s", r)
+	}
+	if r = weftCLI(t, env, "run", "echo", "--tool-grant", "core.echo"); r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") {
+		t.Errorf("malformed grant:\n%s", r)
+	}
 
 	// A failing run: --wait exits 1.
 	weftCLI(t, env, "push", fail, "--key", "fail")

@@ -23,8 +23,9 @@ func newRunCmd() *cobra.Command {
 	var (
 		input, idem, mode, fixtures string
 		revision, draft             int
-		wait, quiet                 bool
+		wait, quiet, noTools        bool
 		timeout                     time.Duration
+		toolGrants                  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run KEY --input JSON [--wait]",
@@ -34,7 +35,11 @@ in simulation, --draft says otherwise) with --input as its input. The
 idempotency key defaults to a fresh UUID: pass --idempotency-key to make a
 retried command start the same run. Prints the run id and the Temporal Web UI
 link. With --wait it follows the run's events with a progress line per event
-and exits 0 only when the run succeeded (1 when it failed or was cancelled).`,
+and exits 0 only when the run succeeded (1 when it failed or was cancelled).
+
+--tool-grant actionId@version (repeatable) narrows what the run's agents may
+call to the tools listed; --no-tools grants none. The grants are part of the
+idempotency key's binding: the same key with other grants is refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -51,6 +56,14 @@ and exits 0 only when the run succeeded (1 when it failed or was cancelled).`,
 			}
 			if draft > 0 {
 				req.DraftRevision = &draft
+			}
+			switch {
+			case noTools && len(toolGrants) > 0:
+				return fmt.Errorf("--no-tools and --tool-grant exclude each other")
+			case noTools:
+				req.ToolGrants = []string{}
+			case len(toolGrants) > 0:
+				req.ToolGrants = toolGrants
 			}
 			if fixtures != "" {
 				if !json.Valid([]byte(fixtures)) {
@@ -82,6 +95,9 @@ and exits 0 only when the run succeeded (1 when it failed or was cancelled).`,
 				if r.Temporal.UIURL != "" {
 					fmt.Fprintf(out, "web ui: %s\n", r.Temporal.UIURL)
 				}
+				if r.ToolGrants != nil {
+					fmt.Fprintf(out, "tool grants: %s\n", toolList(r.ToolGrants))
+				}
 			}
 			if !wait {
 				return nil
@@ -108,7 +124,17 @@ and exits 0 only when the run succeeded (1 when it failed or was cancelled).`,
 	f.BoolVar(&wait, "wait", false, "follow the run's events until it ends; exit 1 unless it succeeded")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the run id (and, with --wait, the outcome)")
 	f.DurationVar(&timeout, "timeout", 0, "with --wait, stop waiting after this long (0: no limit)")
+	f.StringArrayVar(&toolGrants, "tool-grant", nil, "a tool (actionId@version) the run's agents may call; repeat for more (default: no narrowing)")
+	f.BoolVar(&noTools, "no-tools", false, "grant the run's agents no tool at all")
 	return cmd
+}
+
+// toolList renders a tool list, "(none)" when empty.
+func toolList(tools []string) string {
+	if len(tools) == 0 {
+		return "(none)"
+	}
+	return strings.Join(tools, ", ")
 }
 
 // progress tracks node states from events for the progress display.
