@@ -77,3 +77,6 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 )
+
+// The canvas sources install npm packages here; no Go code lives in them.
+ignore ./web/node_modules
