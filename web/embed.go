@@ -24,7 +24,7 @@ const Prefix = "/ui/"
 // Cache policies: built assets carry a content hash in their name and never
 // change; index.html names the current assets and must be revalidated.
 const (
-	cacheImmutable = "public, max-age=31536000, immutable"
+	cacheImmutable  = "public, max-age=31536000, immutable"
 	cacheRevalidate = "no-cache"
 )
 
