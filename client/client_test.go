@@ -179,7 +179,9 @@ func TestStreamEventsResumesWithLastEventID(t *testing.T) {
 		require.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
 		lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
 		w.Header().Set("Content-Type", "text/event-stream")
-		ev := func(seq int) string { return fmt.Sprintf("id: %d\ndata: {\"seq\":%d,\"type\":\"node.started\"}\n\n", seq, seq) }
+		ev := func(seq int) string {
+			return fmt.Sprintf("id: %d\ndata: {\"seq\":%d,\"type\":\"node.started\"}\n\n", seq, seq)
+		}
 		switch len(lastIDs) {
 		case 1: // two events, a keep-alive, then the connection drops
 			_, _ = io.WriteString(w, "retry: 1\n\n"+ev(1)+": keep-alive\n\n"+ev(2)+"id: 3\ndata: {\"seq\":3")
