@@ -11,8 +11,10 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/internal/testinfra"
 )
 
 // diamondGraph: a gate sends the input to one of two branches, a merge
@@ -145,6 +147,27 @@ func TestDiamondRunAndDeepLinks(t *testing.T) {
 	}
 	waitFor(t, ctx2, "the workflow list via the printed link", `!!document.querySelector('[data-testid=workflow-list]') &&
 		document.body.innerText.includes('diamond') && location.hash === ''`)
+}
+
+// TestSimulationRun: a simulated run is marked as such and shows its
+// virtual clock.
+func TestSimulationRun(t *testing.T) {
+	w := env(t)
+	w.diamond(t)
+	res := w.do(t, http.MethodPost, "/v1/workflows/diamond/runs", map[string]any{"input": map[string]any{"id": "s1", "big": true},
+		"idempotencyKey": uuid.NewString(), "mode": "simulation", "fixtures": map[string]any{"big": map[string]any{"output": map[string]any{"ok": true}, "durationMs": 90000}}})
+	if res.Status != http.StatusAccepted {
+		t.Fatalf("simulate: %d %s", res.Status, res.Body)
+	}
+	id := res.JSON(t)["runId"].(string)
+	ctx := w.tab(t)
+	w.open(t, ctx, "/ui/runs/"+id, w.devToken)
+	waitFor(t, ctx, "the simulated run with its virtual time", `!!document.querySelector('[data-testid=simulation-badge]') &&
+		!!document.querySelector('[data-testid=virtual-time]') && document.querySelector('[data-testid=simulation-bar]').textContent.includes('virtual') && `+
+		nodeStatus("big", "succeeded")+` && `+nodeStatus("small", "skipped"))
+	if got := eval[string](t, ctx, `document.querySelector('[data-testid=simulation-bar]').textContent`); !strings.Contains(got, "+1 min 30 s virtual") {
+		t.Errorf("the simulation bar says %q, want the 90 s the fixture took", got)
+	}
 }
 
 // request is one request the page sent.
@@ -282,6 +305,11 @@ func TestSignInAndDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "the runs list after a pasted token", `!!document.querySelector('[data-testid=run-list]')`)
+
+	// A tenant with nothing yet: the empty state says how to start.
+	w.open(t, ctx, "/ui/workflows", testinfra.TokenFor(t, w.keys, auth.Principal{Tenant: "empty-" + uuid.NewString()[:8], Sub: "x",
+		Scopes: []string{auth.ScopeWorkflowsRead, auth.ScopeRunsRead}}))
+	waitFor(t, ctx, "the empty state", `document.querySelector('[data-testid=state-empty]')?.textContent.includes('weft push')`)
 
 	// A forged token: the API answers 401, the canvas asks again.
 	w.open(t, ctx, "/ui/workflows", w.devToken+"x")

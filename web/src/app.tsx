@@ -4,7 +4,7 @@
 
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { Client } from './api';
-import { clearToken, readClaims, readToken, storeToken } from './auth';
+import { adoptFragmentToken, clearToken, readClaims, readToken, storeToken } from './auth';
 import { RevisionPage, RunsPage, WorkflowPage, WorkflowsPage } from './pages';
 import { parseRoute, routePath, type Route } from './router';
 import { RunPage } from './runpage';
@@ -18,6 +18,8 @@ export function App() {
   const [token, setToken] = useState<string | null>(() => readToken(window.sessionStorage));
   const [signOutReason, setSignOutReason] = useState<string | null>(null);
   const [route, setRoute] = useState<Route>(currentRoute);
+  // Bumped when another token signs in, so every view loads again.
+  const [generation, setGeneration] = useState(0);
   const narrow = useNarrow();
   const tokenRef = useRef(token);
   tokenRef.current = token;
@@ -25,7 +27,20 @@ export function App() {
   useEffect(() => {
     const on = () => setRoute(currentRoute());
     window.addEventListener('popstate', on);
-    return () => window.removeEventListener('popstate', on);
+    // A #token= link opened in a tab already on the canvas changes only
+    // the fragment: no reload, so take the token here too.
+    const onHash = () => {
+      if (adoptFragmentToken(window.location, window.sessionStorage, window.history)) {
+        setSignOutReason(null);
+        setToken(readToken(window.sessionStorage));
+        setGeneration((g) => g + 1);
+      }
+    };
+    window.addEventListener('hashchange', onHash);
+    return () => {
+      window.removeEventListener('popstate', on);
+      window.removeEventListener('hashchange', onHash);
+    };
   }, []);
 
   const client = useMemo(() => new Client(() => tokenRef.current), []);
@@ -87,7 +102,7 @@ export function App() {
             the graph and to cancel runs.
           </div>
         )}
-        <main key={routePath(route)}>
+        <main key={`${generation}:${routePath(route)}`}>
           <View route={route} />
         </main>
       </div>
