@@ -228,7 +228,9 @@ func (s *Server) streamRunEvents(c echo.Context) error {
 		if err != nil {
 			return s.endStream(ctx, err)
 		}
-		if terminalRunStatus(progress.Status) && after >= progress.LastSeq {
+		// Ended: the run is terminal and its terminal event was sent (or
+		// retention deleted its events, so nothing more will come).
+		if terminalRunStatus(progress.Status) && (after >= progress.LastSeq || progress.EventsDeleted) {
 			end, _ := json.Marshal(streamEnd{Status: progress.Status, LastSeq: progress.LastSeq})
 			buf.WriteString("event: end\ndata: ")
 			buf.Write(end)

@@ -206,6 +206,17 @@ func TestEventStreamResumesWithoutLossOrDuplicates(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{strconv.Itoa(len(all) - 1), strconv.Itoa(len(all)), "end"}, tail)
+
+	// Once retention deleted the events, the stream ends at once.
+	_, err := e.st.Pool.Exec(context.Background(), `UPDATE runs SET finished_at = now() - interval '2 days' WHERE run_id = $1`, id)
+	require.NoError(t, err)
+	_, err = e.st.DeleteEventsOfRunsClosedBefore(context.Background(), time.Now().Add(-24*time.Hour))
+	require.NoError(t, err)
+	gone, status, body := openStream(t, srv.URL, id, e.token, "", nil)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	m, ok := gone.next(t)
+	require.True(t, ok)
+	require.Equal(t, "end", m.event)
 }
 
 // TestEventStreamLimitsScopeAndShutdown: the stream keeps the events

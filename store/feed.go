@@ -182,14 +182,17 @@ func signal(ch chan struct{}) {
 type RunProgress struct {
 	LastSeq int64
 	Status  string
+	// EventsDeleted: retention deleted the (closed) run's events; none
+	// will be read again.
+	EventsDeleted bool
 }
 
 // RunProgress returns the run's last seq and status. A run of another
 // tenant is failure.ErrNotFound.
 func (s *Store) RunProgress(ctx context.Context, tenantID, runID string) (RunProgress, error) {
 	var p RunProgress
-	err := s.Pool.QueryRow(ctx, `SELECT last_seq, status FROM runs WHERE run_id = $1 AND tenant_id = $2`,
-		runID, tenantID).Scan(&p.LastSeq, &p.Status)
+	err := s.Pool.QueryRow(ctx, `SELECT last_seq, status, events_deleted_at IS NOT NULL FROM runs WHERE run_id = $1 AND tenant_id = $2`,
+		runID, tenantID).Scan(&p.LastSeq, &p.Status, &p.EventsDeleted)
 	if err != nil {
 		return RunProgress{}, fmt.Errorf("store: run progress of %s: %w", runID, notFound(err))
 	}

@@ -124,6 +124,18 @@ func TestRunProgress(t *testing.T) {
 	if p, err = st.RunProgress(ctx, "t1", run.RunID); err != nil || p.LastSeq != 2 || p.Status != execution.StatusSucceeded {
 		t.Fatalf("progress = %+v, %v", p, err)
 	}
+	if p.EventsDeleted {
+		t.Fatal("events deleted before retention ran")
+	}
+	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET finished_at = now() - interval '2 days' WHERE run_id = $1`, run.RunID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteEventsOfRunsClosedBefore(ctx, time.Now().Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = st.RunProgress(ctx, "t1", run.RunID); err != nil || !p.EventsDeleted || p.LastSeq != 2 {
+		t.Fatalf("progress after retention = %+v, %v", p, err)
+	}
 	if _, err := st.RunProgress(ctx, "t2", run.RunID); !errors.Is(err, failure.ErrNotFound) {
 		t.Fatalf("another tenant's run: %v", err)
 	}
