@@ -146,7 +146,7 @@ func TestDiamondRunAndDeepLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx2, "the workflow list via the printed link", `!!document.querySelector('[data-testid=workflow-list]') &&
-		document.body.innerText.includes('diamond') && location.hash === ''`)
+		document.body.innerText.includes('diamond') && location.hash === '' && !!document.querySelector('.dots a.dot')`)
 }
 
 // TestSimulationRun: a simulated run is marked as such and shows its
@@ -305,6 +305,7 @@ func TestSignInAndDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "the runs list after a pasted token", `!!document.querySelector('[data-testid=run-list]')`)
+	screenshot(t, ctx, "canvas-runs")
 
 	// A tenant with nothing yet: the empty state says how to start.
 	w.open(t, ctx, "/ui/workflows", testinfra.TokenFor(t, w.keys, auth.Principal{Tenant: "empty-" + uuid.NewString()[:8], Sub: "x",
