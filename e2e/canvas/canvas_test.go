@@ -225,7 +225,7 @@ func TestSleepingNodeGoesLive(t *testing.T) {
 	w.nap(t)
 	ctx := w.tab(t)
 	rec := record(t, ctx)
-	id := w.run(t, "nap", map[string]any{"ms": 3000})
+	id := w.run(t, "nap", map[string]any{"ms": 5000})
 	w.open(t, ctx, "/ui/runs/"+id, w.devToken)
 	waitFor(t, ctx, "nap running", nodeStatus("nap", "running"))
 	waitFor(t, ctx, "the live badge", `!!document.querySelector('[data-testid=live-badge]')`)
@@ -247,7 +247,7 @@ func TestSleepingNodeGoesLive(t *testing.T) {
 		t.Errorf("the page opened %d event streams, want 1", stream)
 	}
 	if runReads > 2 {
-		t.Errorf("the page read the run %d times in a 3 s run: polling (want the first read and one after the stream ended)", runReads)
+		t.Errorf("the page read the run %d times in a 5 s run: polling (want the first read and one after the stream ended)", runReads)
 	}
 	if pages != 0 {
 		t.Errorf("the page read the paged event list %d times", pages)
