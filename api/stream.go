@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -31,9 +32,10 @@ const (
 	// streamPage is how many events one read of a stream fetches.
 	streamPage = 500
 	// streamRecheck is the safety-net re-read of a stream whose run was
-	// not notified (a notification lost while the feed reconnected); with
-	// no feed at all it is the only wake-up.
-	streamRecheck       = 5 * time.Second
+	// not notified. The feed wakes every stream when it reconnects, so a
+	// notification is lost only in rare cases; with no feed at all the
+	// re-read is the only wake-up, hence much more often.
+	streamRecheck       = 15 * time.Second
 	streamRecheckNoFeed = time.Second
 	// streamKeepAlive is how often an idle stream sends a comment line, so
 	// proxies and load balancers do not close it as idle.
@@ -257,7 +259,7 @@ func (s *Server) streamRunEvents(c echo.Context) error {
 // endStream ends a stream whose headers are sent: a read that failed
 // because the client left is no error; anything else is logged and the
 // connection closed, so the client reconnects with Last-Event-ID.
-func (s *Server) endStream(ctx interface{ Err() error }, err error) error {
+func (s *Server) endStream(ctx context.Context, err error) error {
 	if ctx.Err() != nil || errors.Is(err, failure.ErrNotFound) {
 		return nil
 	}
