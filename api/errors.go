@@ -43,6 +43,7 @@ var statusByCode = map[string]int{
 	failure.CodeStoreUnavailable:    http.StatusServiceUnavailable,
 	failure.CodeInternal:            http.StatusInternalServerError,
 	CodeUnsupportedMediaType:        http.StatusUnsupportedMediaType,
+	CodeTooManyStreams:              http.StatusTooManyRequests,
 	starter.CodeInvalidFixtures:     http.StatusUnprocessableEntity,
 	// YAML graph documents and toolsets (api/yaml.go).
 	graph.CodeInvalidYAML:      http.StatusBadRequest,

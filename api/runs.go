@@ -49,6 +49,7 @@ func (s *Server) registerRunRoutes(g *echo.Group) {
 	g.GET("/runs", s.listRuns, requireScope(auth.ScopeRunsRead))
 	g.GET("/runs/:id", s.getRun, requireScope(auth.ScopeRunsRead))
 	g.GET("/runs/:id/events", s.listRunEvents, requireScope(auth.ScopeRunsRead))
+	g.GET("/runs/:id/events/stream", s.streamRunEvents, requireScope(auth.ScopeRunsRead))
 	g.POST("/runs/:id/cancel", s.cancelRun, requireScope(auth.ScopeRunsCancel))
 	g.GET("/notes", s.listNotes, requireScope(auth.ScopeRunsRead))
 }
@@ -248,13 +249,23 @@ func (s *Server) listRuns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := store.RunFilter{WorkflowKey: c.QueryParam("workflowKey"), Status: c.QueryParam("status"), Limit: limit + 1}
+	f := store.RunFilter{WorkflowKey: c.QueryParam("workflowKey"), Status: c.QueryParam("status"),
+		Mode: c.QueryParam("mode"), Limit: limit + 1}
 	switch f.Status {
 	case "", execution.StatusQueued, execution.StatusRunning, execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
 	default:
 		return failure.New(failure.CodeInvalidRequest, "status must be one of queued, running, succeeded, failed, cancelled")
 	}
+	switch execution.Mode(f.Mode) {
+	case "", execution.ModeLive, execution.ModeSimulation:
+	default:
+		return failure.New(failure.CodeInvalidRequest, "mode must be live or simulation").
+			WithDetails(map[string]any{"field": "mode"})
+	}
 	scope := cursorScope("runs", p.Tenant, f.WorkflowKey, f.Status)
+	if f.Mode != "" { // appended only when set, so cursors issued before the filter existed stay valid
+		scope = cursorScope("runs", p.Tenant, f.WorkflowKey, f.Status, f.Mode)
+	}
 	rc, err := openJSONCursor(s, scope, c.QueryParam("cursor"), func(runsCursor) bool { return true })
 	if err != nil {
 		return err
@@ -486,11 +497,7 @@ func (s *Server) listRunEvents(c echo.Context) error {
 	}
 	items := make([]eventBody, 0, len(events))
 	for _, ev := range events {
-		items = append(items, eventBody{
-			Seq: ev.Seq, Type: ev.Type, SchemaVersion: ev.SchemaVersion, At: ev.At,
-			NodeID: ev.NodeID, Attempt: ev.Attempt, Data: orEmptyObject(ev.Data),
-			PrevHash: ev.PrevHash, Hash: ev.Hash,
-		})
+		items = append(items, eventJSON(ev))
 	}
 	return list(c, "events", items, next)
 }

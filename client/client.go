@@ -138,21 +138,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		return 0, fmt.Errorf("%s %s: reading the answer: %w", method, u.Redacted(), err)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		var eb struct {
-			Error *struct {
-				Code    string         `json:"code"`
-				Message string         `json:"message"`
-				Details map[string]any `json:"details"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(data, &eb) == nil && eb.Error != nil && eb.Error.Code != "" {
-			return res.StatusCode, &Error{Status: res.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
-		}
-		snippet := strings.TrimSpace(string(data))
-		if len(snippet) > 200 {
-			snippet = snippet[:200] + "…"
-		}
-		return res.StatusCode, &Error{Status: res.StatusCode, Code: "HTTP_" + strconv.Itoa(res.StatusCode), Message: snippet}
+		return res.StatusCode, decodeError(res.StatusCode, data)
 	}
 	if out == nil {
 		return res.StatusCode, nil
@@ -161,6 +147,26 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		return res.StatusCode, fmt.Errorf("%s %s: unexpected answer: %w", method, u.Redacted(), err)
 	}
 	return res.StatusCode, nil
+}
+
+// decodeError reads an error answer: the API's envelope, or a snippet of
+// whatever else answered (a proxy's HTML page).
+func decodeError(status int, data []byte) *Error {
+	var eb struct {
+		Error *struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &eb) == nil && eb.Error != nil && eb.Error.Code != "" {
+		return &Error{Status: status, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
+	}
+	snippet := strings.TrimSpace(string(data))
+	if len(snippet) > 200 {
+		snippet = snippet[:200] + "…"
+	}
+	return &Error{Status: status, Code: "HTTP_" + strconv.Itoa(status), Message: snippet}
 }
 
 func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) error {

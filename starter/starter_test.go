@@ -2,11 +2,14 @@ package starter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -560,8 +563,23 @@ func TestWorkflowIDAndInputHash(t *testing.T) {
 	if WorkflowID("a", "bc", "d") == WorkflowID("ab", "c", "d") {
 		t.Fatal("separator does not separate")
 	}
-	if id := WorkflowID("t", "k", "i"); !strings.HasPrefix(id, "weft-") || len(id) != 5+64 {
+	if id := WorkflowID("t", "k", "i"); !regexp.MustCompile(`^weft-k-[0-9a-f]{64}$`).MatchString(id) || id != WorkflowID("t", "k", "i") {
 		t.Fatalf("id %s", id)
+	}
+	// The key part is only a label: ids differ whenever tenant, key or
+	// idempotency key do, even where the labels coincide.
+	if WorkflowID("t", "a-b", "i") == WorkflowID("t", "a_b", "i") || WorkflowID("t", "k", "i") == WorkflowID("u", "k", "i") {
+		t.Fatal("ids collide")
+	}
+	if id := WorkflowID("t", "Bad Key/ü", "i"); !regexp.MustCompile(`^weft-bad-key---[0-9a-f]{64}$`).MatchString(id) {
+		t.Fatalf("sanitised id %s", id)
+	}
+	long := WorkflowID("t", strings.Repeat("x", 500), "i")
+	if !strings.HasPrefix(long, "weft-"+strings.Repeat("x", 63)+"-") || len(long) != 5+63+1+64 {
+		t.Fatalf("long key id %s (%d)", long, len(long))
+	}
+	if id := WorkflowID("t", "", "i"); !strings.HasPrefix(id, "weft-run-") {
+		t.Fatalf("empty key id %s", id)
 	}
 	h1, _ := InputHash(json.RawMessage(`{"b":[1,2.0],"a":"x"}`))
 	h2, _ := InputHash(json.RawMessage(`{ "a":"x", "b":[1.0,2] }`))
@@ -736,5 +754,53 @@ func TestEnqueueChecksTheSnapshotMinusRevocations(t *testing.T) {
 	acc, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: "k"}, trusted(b.t1, "notes.write"))
 	if err != nil || !acc.Created {
 		t.Fatalf("after the revocation was removed: %+v %v", acc, err)
+	}
+}
+
+// TestRunsUnderTheLegacyWorkflowIDKeepWorking: a run bound before workflow
+// ids carried the key keeps its stored id (weft-<hex sha256>): a repeated
+// enqueue of its key starts and answers that run under that id, and a
+// cancel addresses it.
+func TestRunsUnderTheLegacyWorkflowIDKeepWorking(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	srv, _ := testinfra.SharedTemporal()
+	// Bind the key without starting (a failed start), then give the row
+	// the id the previous release derived.
+	broken, err := client.Dial(client.Options{HostPort: srv.HostPort, Namespace: "no-such-namespace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broken.Close()
+	down, _ := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	req := Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "legacy"}
+	first, err := down.Enqueue(ctx, req, trusted(b.t1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256([]byte(b.t1 + "\x00items\x00legacy"))
+	legacy := "weft-" + hex.EncodeToString(h[:])
+	if _, err := b.st.Pool.Exec(ctx, `UPDATE runs SET workflow_id = $2 WHERE run_id = $1`, first.RunID, legacy); err != nil {
+		t.Fatal(err)
+	}
+
+	again, err := b.starter.Enqueue(ctx, req, trusted(b.t1))
+	if err != nil || again.Created || again.RunID != first.RunID {
+		t.Fatalf("repeat = %+v, %v", again, err)
+	}
+	if p := startedParams(t, b.tc, legacy); p.RunID != first.RunID {
+		t.Fatalf("legacy workflow runs %s, want %s", p.RunID, first.RunID)
+	}
+	if _, err := b.tc.DescribeWorkflow(ctx, WorkflowID(b.t1, "items", "legacy"), ""); err == nil {
+		t.Fatal("a second workflow was started under the new id")
+	}
+	if err := b.starter.Cancel(ctx, b.t1, first.RunID, execution.Actor{Kind: "user", Sub: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if !cancelRequested(t, b.tc, legacy) {
+		t.Fatal("the cancel did not reach the legacy workflow")
 	}
 }

@@ -152,6 +152,11 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 				WHERE run_id = $1`, runID, lastSeq, lastHash); err != nil {
 				return err
 			}
+			// Delivered at commit, never for a rolled-back batch: wakes the
+			// event streams of this run (EventFeed) in every API process.
+			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, runID); err != nil {
+				return fmt.Errorf("notify: %w", err)
+			}
 		}
 		return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, projectionTime(events))
 	})

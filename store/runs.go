@@ -67,6 +67,7 @@ func (r Run) Cursor() RunCursor { return RunCursor{CreatedAt: r.CreatedAt, RunID
 type RunFilter struct {
 	WorkflowKey string
 	Status      string
+	Mode        string
 	// Before returns only runs strictly older than the cursor (the next page).
 	Before *RunCursor
 	// Limit defaults to DefaultRunPageSize and is capped at MaxRunPageSize.
@@ -288,9 +289,10 @@ func (s *Store) ListRuns(ctx context.Context, tenantID string, f RunFilter) ([]R
 		  AND ($2 = '' OR workflow_key = $2)
 		  AND ($3 = '' OR status = $3)
 		  AND ($4::timestamptz IS NULL OR (created_at, run_id) < ($4, $5::text))
+		  AND ($7 = '' OR mode = $7)
 		ORDER BY created_at DESC, run_id DESC
 		LIMIT $6`,
-		tenantID, f.WorkflowKey, f.Status, beforeAt, beforeID, limit)
+		tenantID, f.WorkflowKey, f.Status, beforeAt, beforeID, limit, f.Mode)
 	if err != nil {
 		return nil, fmt.Errorf("store: list runs: %w", err)
 	}

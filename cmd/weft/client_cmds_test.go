@@ -310,9 +310,16 @@ func TestClientVerbs(t *testing.T) {
 	waitFor(t, "the sleep node to start", 30*time.Second, func() bool {
 		return strings.Contains(weftCLI(t, env, "events", sleepRun).stdout, "node.started")
 	})
+	// events --follow reads the live stream: it is running before the
+	// cancel and ends by itself with the run's terminal event.
+	followed := make(chan cliResult, 1)
+	go func() { followed <- weftCLI(t, env, "events", "--follow", sleepRun) }()
 	r = weftCLI(t, env, "cancel", sleepRun, "--wait")
 	if r.code != 0 || !strings.Contains(r.stdout, "cancel requested: run "+sleepRun) || !strings.Contains(r.stdout, "run "+sleepRun+" cancelled") {
 		t.Fatalf("cancel --wait:\n%s", r)
+	}
+	if f := <-followed; f.code != 0 || !strings.Contains(f.stdout, "run.cancel.requested") || !strings.Contains(lastLine(f.stdout), "run.cancelled") {
+		t.Errorf("events --follow of the cancelled run:\n%s", f)
 	}
 	r = weftCLI(t, env, "events", sleepRun)
 	if !strings.Contains(r.stdout, "run.cancel.requested") || !strings.Contains(r.stdout, "run.cancelled") {
@@ -324,4 +331,9 @@ func TestClientVerbs(t *testing.T) {
 	if r = weftCLI(t, env, "runs", "--status", "cancelled"); !strings.Contains(r.stdout, sleepRun) {
 		t.Errorf("runs --status cancelled:\n%s", r)
 	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
