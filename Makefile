@@ -23,7 +23,7 @@ WEFTBENCH_FLAGS ?=
 # instead of being skipped silently.
 FUZZ_EXPECTED := ./graph:FuzzDecode ./graph:FuzzValidate ./variables:FuzzTokenize
 
-.PHONY: help dev build test fuzz lint bench
+.PHONY: help dev build test fuzz lint bench web web-test web-check screenshots
 
 help: ## list the targets
 	@echo "Usage: make <target>"
@@ -71,3 +71,23 @@ lint: bin/staticcheck bin/workflowcheck ## gofmt check, go vet, staticcheck, wor
 bench: bin/temporal ## Go benchmarks, then the harness against real dev servers (cmd/weftbench; docs/benchmarks.md)
 	$(GO) test ./... -run '^$$' -bench . -benchmem
 	$(GO) run ./cmd/weftbench $(WEFTBENCH_FLAGS)
+
+# The canvas (web/): TypeScript + React + Vite. Its built bundle web/dist is
+# committed and embedded in the binary, so `make dev` and `make test` need
+# no Node; these targets do (Node 20.19+ and npm).
+web/node_modules/.package-lock.json: web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+
+web: web/node_modules/.package-lock.json ## rebuild the canvas bundle web/dist from web/src (npm ci + vite build)
+	cd web && npm run build
+
+web-test: web/node_modules/.package-lock.json ## the canvas unit tests (Vitest: state mapping, layout input, stream parsing, API routes)
+	cd web && npm test
+
+web-check: web ## rebuild the canvas and fail if the committed web/dist is not what web/src builds
+	@git diff --exit-code --stat -- web/dist || { echo "web/dist differs from what web/src builds: run make web and commit web/dist" >&2; exit 1; }
+	@extra=$$(git ls-files --others --exclude-standard -- web/dist); \
+	if [ -n "$$extra" ]; then echo "web/dist has files not committed: $$extra (run make web and commit web/dist)" >&2; exit 1; fi
+
+screenshots: bin/temporal ## the browser tests, writing the README's canvas screenshots to docs/img
+	WEFT_CANVAS_SCREENSHOTS=1 $(GO) test ./e2e/canvas -count=1

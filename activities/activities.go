@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -48,6 +49,10 @@ type Deps struct {
 	// Observer is told the duration and outcome of every node attempt
 	// (observe.go); nil observes nothing. Attempts are logged either way.
 	Observer NodeObserver
+	// Drain is the worker's drain window on shutdown (WEFT_WORKER_DRAIN,
+	// the SDK's WorkerStopTimeout): attempts still running shortly before
+	// it ends are handed back as WORKER_DRAINED (durability.go).
+	Drain time.Duration
 }
 
 // Register registers the activities under their execution names. Any
@@ -81,7 +86,8 @@ func Register(r worker.ActivityRegistry, d Deps) {
 
 	r.RegisterActivityWithOptions(plans.LoadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
 	r.RegisterActivityWithOptions(loggedAppends(events.AppendEvents, d.Logger), activity.RegisterOptions{Name: execution.ActivityAppendEvents})
-	runLocal, run := observed(local.RunLocalNode, d.Observer, d.Logger), observed(nodes.RunNode, d.Observer, d.Logger)
+	runLocal := observed(durable(local.RunLocalNode, d.Drain), d.Observer, d.Logger)
+	run := observed(durable(nodes.RunNode, d.Drain), d.Observer, d.Logger)
 	r.RegisterActivityWithOptions(runLocal, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
 	r.RegisterActivityWithOptions(run, activity.RegisterOptions{Name: execution.ActivityRunNode})
 	// The same two handlers under each kind's name (execution.NodeActivity);

@@ -41,6 +41,8 @@ type setup struct {
 	// edit changes the compiled revision before it is stored, to build
 	// revisions publication would refuse.
 	edit func(*graph.Compiled)
+	// drain is the worker's drain window (activities.Deps.Drain).
+	drain time.Duration
 }
 
 func withActions(a ...catalog.Action) option {
@@ -56,6 +58,8 @@ func withLazyRegistry(build func(*store.Store) []catalog.Action) option {
 }
 
 func withEdit(f func(*graph.Compiled)) option { return func(s *setup) { s.edit = f } }
+
+func withDrain(d time.Duration) option { return func(s *setup) { s.drain = d } }
 
 func withAgent(a graph.AgentContract) option {
 	return func(s *setup) { s.agents = append(s.agents, a) }
@@ -102,7 +106,7 @@ func newBundle(t *testing.T, doc string, opts ...option) *bundle {
 	}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
-	activities.Register(env, activities.Deps{Store: st, Actions: reg})
+	activities.Register(env, activities.Deps{Store: st, Actions: reg, Drain: s.drain})
 	return &bundle{t: t, st: st, env: env, checksum: c.Checksum}
 }
 

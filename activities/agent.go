@@ -2,6 +2,10 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/auth"
@@ -15,9 +19,12 @@ import (
 //  1. the node's agent revision must be pinned in the compiled revision
 //     (AGENT_UNAVAILABLE otherwise; the harness checks the stored revision
 //     against the pinned hash);
-//  2. the run's permission snapshot must hold what the node needs (its
-//     templates' scopes; tools are filtered by the snapshot inside the
-//     harness, and a withheld tool is tool.denied, not a node failure);
+//  2. the run's permission snapshot (minus current revocations) must hold
+//     what the node needs (its templates' scopes); tools are authorized
+//     inside the harness, when offered and again before every call, against
+//     the run's authority as stored now (permissions minus revocations,
+//     toolGrants, a service actor's tool policy): a withheld tool is
+//     tool.denied, not a node failure;
 //  3. the call input is built from the mapping (MAPPING_UNRESOLVED);
 //  4. the harness runs or resumes the agent from its saved transcript,
 //     heartbeating liveness only, appending tool.* and agent.turn events and
@@ -49,17 +56,32 @@ func (a *NodeActivities) agent(ctx context.Context, in execution.NodeInput, rev 
 
 	hb := startHeartbeats(ctx)
 	defer hb.stop()
-	res, err := a.agents.Run(ctx, agents.Job{
-		TenantID: in.TenantID, TenantName: in.TenantName, RunID: in.RunID, WorkflowKey: in.WorkflowKey,
-		NodeID: n.ID, Attempt: in.Attempt, Decision: n.Kind == graph.KindAgentDecision,
-		Agent: pinned, Actions: rev.actions, Toolset: toolsetOf(rev.compiled.Document, n),
-		Input: input, Actor: in.Actor, Permissions: in.Permissions, RunStartedAt: runDay(in),
-		Timeout:   nodeTimeout(n),
-		Heartbeat: func() { hb.beat() }, // liveness only: no progress details
+	// The harness keeps the agent's deadline itself (AGENT_TIMEOUT);
+	// bounded holds it even if a provider or tool ignored its context.
+	timeout := nodeTimeout(n)
+	actx, cancel := context.WithTimeout(ctx, timeout+handlerGrace)
+	defer cancel()
+	onPanic := func(p any) error {
+		a.logger.Error("agent harness panicked", "node", n.ID, "agent", n.Agent.String(), "panic", p)
+		return permanent(execution.ErrAgentUnavailable, nil, "node %q: the agent harness panicked", n.ID)
+	}
+	res, err := bounded(actx, onPanic, func() (agents.Result, error) {
+		return a.agents.Run(actx, agents.Job{
+			TenantID: in.TenantID, TenantName: in.TenantName, RunID: in.RunID, WorkflowKey: in.WorkflowKey,
+			NodeID: n.ID, Attempt: in.Attempt, Dispatch: in.Redispatch, Decision: n.Kind == graph.KindAgentDecision,
+			Agent: pinned, Actions: rev.actions, Toolset: toolsetOf(rev.compiled.Document, n),
+			Input: input, Actor: in.Actor, Permissions: in.Permissions, Authority: a.authority(in), RunStartedAt: runDay(in),
+			Timeout:   timeout,
+			Heartbeat: func() { hb.beat() }, // liveness only: no progress details
+		})
 	})
 	if err != nil {
 		if cancelled(ctx) {
 			return execution.NodeResult{}, ctx.Err()
+		}
+		if actx.Err() != nil && !isApplicationError(err) {
+			return execution.NodeResult{}, temporal.NewApplicationErrorWithCause(
+				fmt.Sprintf("node %q: agent %s did not finish within %v", n.ID, n.Agent, timeout), agents.ErrAgentTimeout, err)
 		}
 		return execution.NodeResult{}, err
 	}
@@ -79,6 +101,16 @@ func (a *NodeActivities) agent(ctx context.Context, in execution.NodeInput, rev 
 		return execution.NodeResult{}, err
 	}
 	return execution.NodeResult{Port: PortOut, Value: v}, nil
+}
+
+// authority is what the harness re-authorizes with before the offer and
+// every tool call: the run's authority as stored now (revocations.go); nil
+// without a store, when the snapshot decides alone.
+func (a *NodeActivities) authority(in execution.NodeInput) agents.Authority {
+	if a.revocations == nil {
+		return nil
+	}
+	return runAuthority{src: a.revocations, tenantID: in.TenantID, runID: in.RunID}
 }
 
 // pinnedAgent returns the agent contract the revision pinned for ref.
@@ -108,4 +140,9 @@ func toolsetOf(doc graph.Document, n graph.Node) *graph.Toolset {
 		return &graph.Toolset{}
 	}
 	return &ts
+}
+
+func isApplicationError(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr)
 }

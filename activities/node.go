@@ -33,9 +33,10 @@ type NodeActivities struct {
 	// agents runs live agent and agent-decision nodes (agent.go); nil
 	// refuses them with AGENT_UNAVAILABLE.
 	agents *agents.Runtime
-	// revocations narrows a service actor's snapshot before every live
-	// attempt (revocations.go); nil applies none.
-	revocations revocationSource
+	// revocations re-authorizes every live attempt and, through the agent
+	// harness, every tool call (revocations.go); nil applies the snapshot
+	// as it is.
+	revocations authoritySource
 }
 
 // RunNode (execution.ActivityRunNode) runs one attempt of an action node:
@@ -43,10 +44,10 @@ type NodeActivities struct {
 //  1. the pinned contract must have risk read or workspace-write and be
 //     registered on this worker with the same content hash
 //     (ACTION_UNAVAILABLE otherwise);
-//  2. the run's permission snapshot (a service actor's minus the scopes
-//     revoked from its creator since, read for every attempt) must hold
-//     every permission the node needs (PERMISSION_DENIED listing the
-//     missing ones);
+//  2. the run's permission snapshot minus the scopes revoked from its
+//     principal since (the user, or a service actor's creator; read for
+//     every attempt) must hold every permission the node needs
+//     (PERMISSION_DENIED listing the missing ones);
 //  3. the call input is built from the mapping (MAPPING_UNRESOLVED) and
 //     validated against the contract's inputSchema (SCHEMA_VIOLATION);
 //  4. the handler runs with a deadline of the node timeout, heartbeating
@@ -156,29 +157,33 @@ func nodeTimeout(n graph.Node) time.Duration {
 }
 
 // call runs the handler under the node timeout while heartbeating, and
-// classifies its error.
-func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n graph.Node, act catalog.Action, input json.RawMessage) (out json.RawMessage, err error) {
+// classifies its error. The deadline holds even for a handler that ignores
+// its context (bounded): the node's own timeout is ACTION_TIMEOUT, an
+// attempt of the node; Temporal's timers only ever mean a lost worker.
+func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n graph.Node, act catalog.Action, input json.RawMessage) (json.RawMessage, error) {
 	timeout := nodeTimeout(n)
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	hb := startHeartbeats(ctx)
 	defer hb.stop()
 
-	defer func() {
-		if p := recover(); p != nil {
-			a.logger.Error("action handler panicked", "node", n.ID, "action", n.Action.String(), "panic", p)
-			out, err = nil, permanent(execution.ErrActionFailed, nil, "node %q: action %s panicked", n.ID, n.Action)
-		}
-	}()
-	out, err = act.Handler(hctx, catalog.Call{
-		TenantID:       in.TenantID,
-		RunID:          in.RunID,
-		NodeID:         in.NodeID,
-		Attempt:        in.Attempt,
-		IdempotencyKey: catalog.IdempotencyKey(in.TenantID, in.RunID, in.NodeID),
-		Input:          input,
-		Permissions:    in.Permissions,
-		Heartbeat:      hb.beat,
+	onPanic := func(p any) error {
+		a.logger.Error("action handler panicked", "node", n.ID, "action", n.Action.String(), "panic", p)
+		return permanent(execution.ErrActionFailed, nil, "node %q: action %s panicked", n.ID, n.Action)
+	}
+	out, err := bounded(hctx, onPanic, func() (json.RawMessage, error) {
+		return act.Handler(hctx, catalog.Call{
+			TenantID:       in.TenantID,
+			RunID:          in.RunID,
+			NodeID:         in.NodeID,
+			Actor:          in.Actor,
+			RequestedBy:    in.Actor.RequestedBy(),
+			Attempt:        in.Attempt,
+			IdempotencyKey: catalog.IdempotencyKey(in.TenantID, in.RunID, in.NodeID),
+			Input:          input,
+			Permissions:    in.Permissions,
+			Heartbeat:      hb.beat,
+		})
 	})
 	var appErr *temporal.ApplicationError
 	switch {
@@ -188,7 +193,7 @@ func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n gra
 		}
 		return out, nil
 	case cancelled(ctx):
-		return nil, ctx.Err() // Temporal cancelled or timed out the attempt
+		return nil, ctx.Err() // Temporal cancelled the attempt, or the worker is draining it
 	case errors.As(err, &appErr):
 		return nil, err
 	case hctx.Err() != nil:
@@ -239,10 +244,16 @@ func startHeartbeats(ctx context.Context) *heartbeats {
 	return h
 }
 
-// beat records a heartbeat with the handler's details.
+// beat records a heartbeat with the handler's details. After stop (a
+// handler abandoned past its deadline may still call it) it does nothing.
 func (h *heartbeats) beat(details ...any) {
 	if !activity.IsActivity(h.ctx) {
 		return
+	}
+	select {
+	case <-h.done:
+		return
+	default:
 	}
 	h.mu.Lock()
 	if len(details) > 0 {

@@ -2,35 +2,68 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"github.com/weftworks/weft/bridges"
+	"github.com/weftworks/weft/agents"
+	"github.com/weftworks/weft/authz"
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/store"
 )
 
-// revocationSource answers the scopes withdrawn from the service actors a
-// user configured (store.Store.RevokedScopes).
-type revocationSource interface {
+// authoritySource reads what a run may do now (store.Store): the scopes
+// revoked from a principal, and a run's whole authority (package authz).
+type authoritySource interface {
 	RevokedScopes(ctx context.Context, tenantID, sub string) ([]string, error)
+	RunAuthority(ctx context.Context, tenantID, runID string) (store.RunAuthority, error)
 }
 
-// withRevocations applies the service actor rule before a node runs: a
-// schedule's or webhook's run holds its creator's scope snapshot minus
-// what has been revoked from the creator since (bridges.Effective), read
-// again for every attempt, so a revocation reaches the nodes of runs
-// already under way. User actors keep their snapshot. A failed read is
-// returned as is: retryable, it never runs the node with scopes it may
-// have lost.
-func withRevocations(ctx context.Context, src revocationSource, in execution.NodeInput) (execution.NodeInput, error) {
-	if in.Actor.Kind != "service" || src == nil {
+// withRevocations re-authorizes an attempt before its node runs: the run's
+// permission snapshot minus the scopes revoked, now, from its acting
+// principal — a user's own sub, or the user who configured a schedule's or
+// webhook's service actor (execution.Actor.RequestedBy) — read again for
+// every attempt, so a revocation reaches the next attempt of runs already
+// under way, users' included. A failed read is returned as is: retryable,
+// it never runs the node with scopes it may have lost.
+func withRevocations(ctx context.Context, src authoritySource, in execution.NodeInput) (execution.NodeInput, error) {
+	if src == nil {
 		return in, nil
 	}
-	revoked, err := src.RevokedScopes(ctx, in.TenantID, in.Actor.ConfiguredBy)
+	principal := in.Actor.RequestedBy()
+	if principal == "" {
+		return in, nil // no accountable user: nothing can have been revoked from one
+	}
+	revoked, err := src.RevokedScopes(ctx, in.TenantID, principal)
 	if err != nil {
-		return in, fmt.Errorf("node %q: read the revocations of %s: %w", in.NodeID, in.Actor.ConfiguredBy, err)
+		return in, fmt.Errorf("node %q: read the revocations of %s: %w", in.NodeID, principal, err)
 	}
 	if len(revoked) > 0 {
-		in.Permissions = bridges.Effective(in.Permissions, revoked)
+		in.Permissions = authz.Effective(in.Permissions, revoked)
 	}
 	return in, nil
+}
+
+// runAuthority is the agents.Authority of one attempt: the run's authority
+// read from PostgreSQL each time the harness asks (before the offer and
+// before every tool call).
+type runAuthority struct {
+	src             authoritySource
+	tenantID, runID string
+}
+
+var _ agents.Authority = runAuthority{}
+
+// Grant implements agents.Authority. A run row that does not exist is a
+// permanent PERMISSION_DENIED (nothing can authorize its tools); a failed
+// read is returned as is, so the attempt is retried.
+func (r runAuthority) Grant(ctx context.Context) (authz.Grant, error) {
+	a, err := r.src.RunAuthority(ctx, r.tenantID, r.runID)
+	if errors.Is(err, failure.ErrNotFound) {
+		return authz.Grant{}, permanent(execution.ErrPermissionDenied, err, "run %s has no stored authority to authorize tool calls", r.runID)
+	}
+	if err != nil {
+		return authz.Grant{}, err
+	}
+	return authz.FromRun(a), nil
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/weftworks/weft/graph"
 )
 
-// TestServiceActorRevocationsAreRecheckedPerAttempt: a schedule's or
-// webhook's run holds its creator's snapshot minus what was revoked from
-// the creator since; every attempt reads the revocations again.
-func TestServiceActorRevocationsAreRecheckedPerAttempt(t *testing.T) {
+// TestRevocationsAreRecheckedPerAttempt: a run holds its snapshot minus
+// what was revoked since from its principal — a user's own sub, or a
+// schedule's or webhook's creator; every attempt reads the revocations again.
+func TestRevocationsAreRecheckedPerAttempt(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t, actionDoc, withActions(badAction))
 	ctx := context.Background()
@@ -37,17 +37,31 @@ func TestServiceActorRevocationsAreRecheckedPerAttempt(t *testing.T) {
 		t.Fatalf("details %v %v", details, err)
 	}
 
-	// Revocations withdraw scopes from service actors only, and only from
-	// those their sub configured.
+	// A revocation from ada reaches her own runs too (the next attempt of
+	// an action node is PERMISSION_DENIED), and only the runs whose
+	// principal is ada.
 	user := in
 	user.Actor = execution.Actor{Kind: "user", Sub: "ada"}
-	if _, err := b.runNode(user); err != nil {
-		t.Fatalf("a user actor keeps its snapshot: %v", err)
+	user.Attempt = 3
+	_, err = b.runNode(user)
+	wantAppErr(t, err, execution.ErrPermissionDenied, true)
+	bob := user
+	bob.Actor = execution.Actor{Kind: "user", Sub: "bob"}
+	if _, err := b.runNode(bob); err != nil {
+		t.Fatalf("another user's run is unaffected: %v", err)
 	}
 	other := in
 	other.Actor.ConfiguredBy = "bob"
 	if _, err := b.runNode(other); err != nil {
 		t.Fatalf("another creator's service actor is unaffected: %v", err)
+	}
+	// Removing the revocation gives the scope back from the next attempt on.
+	if err := b.st.Unrevoke(ctx, tenant, "ada", "notes.write"); err != nil {
+		t.Fatal(err)
+	}
+	user.Attempt = 4
+	if _, err := b.runNode(user); err != nil {
+		t.Fatalf("after the revocation was removed: %v", err)
 	}
 
 	// A revocation that cannot be read fails the attempt retryably: the

@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/agents/provider"
-	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/authz"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
@@ -71,7 +71,10 @@ const (
 // Tool denial and failure reasons (tool.denied / tool.failed data.reason).
 const (
 	// ReasonNotGranted: not in the agent's allowed tools, the node's
-	// toolset and the run's permission snapshot at once.
+	// toolset, the run's permissions now (its snapshot minus what was
+	// revoked from its principal since), its toolGrants and, for a
+	// service actor, its tool policy, at once. Checked when the tools are
+	// offered and again before every call.
 	ReasonNotGranted = "TOOL_NOT_GRANTED"
 	// ReasonUnknownTool: the model named no known tool.
 	ReasonUnknownTool = "TOOL_UNKNOWN"
@@ -158,6 +161,17 @@ func New(d Deps) (*Runtime, error) {
 	return r, nil
 }
 
+// Authority answers what a run may do now. The harness asks it before it
+// offers tools and again before every tool call, so a scope revoked or a
+// tool policy narrowed between two calls denies the second (activities
+// passes one that reads store.RunAuthority each time; package authz).
+// An error fails the attempt as is (retryable unless it is a
+// non-retryable ApplicationError): a call is never run on authority that
+// could not be read.
+type Authority interface {
+	Grant(ctx context.Context) (authz.Grant, error)
+}
+
 // Job is one attempt of one agent or agent-decision node. Everything in it
 // comes from the run, never from the call input.
 type Job struct {
@@ -167,6 +181,11 @@ type Job struct {
 	WorkflowKey string
 	NodeID      string
 	Attempt     int
+	// Dispatch counts the re-dispatches of this attempt after
+	// infrastructure faults (execution.NodeInput.Redispatch): a transcript
+	// save from an earlier dispatch of the same attempt (a worker presumed
+	// lost but still running) is refused as stale.
+	Dispatch int
 	// Decision is set for agent-decision nodes.
 	Decision bool
 	// Agent is the revision pinned in the compiled revision.
@@ -178,9 +197,15 @@ type Job struct {
 	// document default); nil when neither selects one.
 	Toolset *graph.Toolset
 	// Input is the node's call input.
-	Input        json.RawMessage
-	Actor        execution.Actor
+	Input json.RawMessage
+	// Actor is who the run acts for; tool handlers receive it and its
+	// RequestedBy (catalog.Call).
+	Actor execution.Actor
+	// Permissions is the run's permission snapshot. Authority, when set,
+	// decides instead (the snapshot minus current revocations, and the
+	// run's tool lists); nil decides on Permissions alone.
 	Permissions  []string
+	Authority    Authority
 	RunStartedAt time.Time
 	// Timeout is the node timeout; the agent's own timeoutMs bounds too.
 	Timeout time.Duration
@@ -231,6 +256,7 @@ type attempt struct {
 	offered  map[string]*tool // by function name and by actionId@version
 	specs    []provider.Tool
 	denials  map[string]string // actionId@version → why it is not offered
+	grant    authz.Grant       // what the run may do, as last read
 	schema   json.RawMessage   // effective output schema
 	deadline time.Duration
 }
@@ -314,15 +340,37 @@ func (r *Runtime) prepare(ctx context.Context, job Job) (*attempt, error) {
 	}
 	a := &attempt{r: r, job: job, def: def, prov: prov, offered: map[string]*tool{}, denials: map[string]string{},
 		schema: EffectiveOutputSchema(def.OutputSchema, job.Decision), deadline: timeout}
+	if a.grant, err = a.authorize(ctx); err != nil {
+		return nil, err
+	}
 	a.offerTools()
 	return a, nil
 }
 
+// authorize reads what the run may do now.
+func (a *attempt) authorize(ctx context.Context) (authz.Grant, error) {
+	if a.job.Authority == nil {
+		return authz.Static(a.job.Permissions), nil
+	}
+	g, err := a.job.Authority.Grant(ctx)
+	var appErr *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return g, nil
+	case ctx.Err() != nil:
+		return authz.Grant{}, ctx.Err()
+	case errors.As(err, &appErr):
+		return authz.Grant{}, err // Temporal reads its type and retryability only unwrapped
+	}
+	return authz.Grant{}, fmt.Errorf("agents: node %q: read the run's authority: %w", a.job.NodeID, err)
+}
+
 // offerTools computes the offer: a tool is offered only if it is in the
 // agent's allowed tools AND the node's toolset (when one is selected) AND
-// the run's permission snapshot holds its permissions — and it is pinned,
-// runnable (read or workspace-write) and registered on this worker with
-// the pinned contract. Every other tool gets a denial reason.
+// the run's grant allows it (its permissions now hold the tool's, and it
+// is in the run's toolGrants and a service actor's tool policy) — and it
+// is pinned, runnable (read or workspace-write) and registered on this
+// worker with the pinned contract. Every other tool gets a denial reason.
 func (a *attempt) offerTools() {
 	inToolset := func(string) bool { return true }
 	if a.job.Toolset != nil {
@@ -341,7 +389,7 @@ func (a *attempt) offerTools() {
 		key := ref.String()
 		pinned, ok := a.job.Actions[ref]
 		act, registered := a.r.actions.Lookup(ref.ID, ref.Version)
-		missing := auth.Missing(a.job.Permissions, pinned.RequiredPermissions)
+		decision := a.grant.Tool(key, pinned.RequiredPermissions)
 		switch {
 		case !inToolset(key):
 			a.denials[key] = "it is not in the node's toolset"
@@ -351,8 +399,8 @@ func (a *attempt) offerTools() {
 			a.denials[key] = fmt.Sprintf("its risk %q is never run", pinned.Risk)
 		case !registered || catalog.ContractHash(act.Contract) != pinned.Hash:
 			a.denials[key] = "this worker does not run its pinned contract"
-		case len(missing) > 0:
-			a.denials[key] = "the run's permissions lack " + strings.Join(missing, ", ")
+		case !decision.Allowed:
+			a.denials[key] = decision.Why
 		default:
 			name := functionName(ref, used)
 			tl := &tool{ref: ref, pinned: pinned, action: act,
@@ -500,9 +548,13 @@ func (a *attempt) turn(ctx, actx context.Context) error {
 	rec := TurnRecord{Turn: n, Attempt: a.job.Attempt, Model: model, ToolCalls: len(reply.ToolCalls),
 		Final: len(reply.ToolCalls) == 0, Usage: reply.Usage, DurationMs: a.r.now().Sub(start).Milliseconds()}
 	a.tr.Turns = append(a.tr.Turns, rec)
+	offered := make([]string, 0, len(a.specs))
+	for _, t := range a.specs {
+		offered = append(offered, t.Ref)
+	}
 	ev := a.event(EventAgentTurn, n, map[string]any{
 		"turn": n, "provider": a.def.Provider, "model": model, "toolCalls": rec.ToolCalls, "final": rec.Final,
-		"durationMs": rec.DurationMs,
+		"durationMs": rec.DurationMs, "tools": offered,
 		// Key names avoid "token", which evidence redaction hides.
 		"usage": map[string]any{"input": reply.Usage.InputTokens, "output": reply.Usage.OutputTokens,
 			"total": reply.Usage.InputTokens + reply.Usage.OutputTokens, "costUsd": reply.Usage.CostUSD, "priced": reply.Usage.Priced},
@@ -644,8 +696,38 @@ func (a *attempt) call(ctx, actx context.Context, c *CallRecord) error {
 		return a.deny(ctx, c, ReasonInputInvalid, "the input is not JSON", nil)
 	}
 	inputHash := graph.SHA256Hex(canon)
+	// A mutating call whose result the ledger already holds ran before (an
+	// earlier attempt was cut short after the write): it is replayed, not
+	// run, under the authority it ran with. Any other call is re-authorized
+	// now, so a scope revoked or a policy narrowed since the last call
+	// denies it before anything runs.
+	var replayed json.RawMessage
+	var conflict error
 	if t.mutating {
 		c.LedgerKey = LedgerKey(j.RunID, j.NodeID, c.Ordinal)
+		first, found, err := a.r.store.LedgerLookup(ctx, j.TenantID, c.Tool, c.LedgerKey, inputHash)
+		switch {
+		case failure.CodeOf(err) == failure.CodeIdempotencyConflict:
+			conflict = err
+		case err != nil:
+			return err
+		case found:
+			replayed = first
+		}
+	}
+	if replayed == nil && conflict == nil {
+		g, err := a.authorize(ctx)
+		if err != nil {
+			return err
+		}
+		a.grant = g
+		if d := g.Tool(c.Tool, t.pinned.RequiredPermissions); !d.Allowed {
+			var details map[string]any
+			if len(d.Missing) > 0 {
+				details = map[string]any{"missing": d.Missing}
+			}
+			return a.deny(ctx, c, ReasonNotGranted, fmt.Sprintf("%s is no longer granted: %s", c.Tool, d.Why), details)
+		}
 	}
 
 	startData := map[string]any{"tool": c.Tool, "ordinal": c.Ordinal, "turn": c.Turn, "callId": c.CallID, "inputBytes": len(canon)}
@@ -657,17 +739,12 @@ func (a *attempt) call(ctx, actx context.Context, c *CallRecord) error {
 	begin := a.r.now()
 
 	var result json.RawMessage
-	if t.mutating {
-		first, found, err := a.r.store.LedgerLookup(ctx, j.TenantID, c.Tool, c.LedgerKey, inputHash)
-		switch {
-		case failure.CodeOf(err) == failure.CodeIdempotencyConflict:
-			return a.conflict(ctx, c, err)
-		case err != nil:
-			return err
-		case found:
-			c.Replayed = true
-			result = first
-		}
+	switch {
+	case conflict != nil:
+		return a.conflict(ctx, c, conflict)
+	case replayed != nil:
+		c.Replayed = true
+		result = replayed
 	}
 	if result == nil {
 		out, reason, msg, err := a.execute(ctx, actx, t, c, input)
@@ -748,8 +825,9 @@ func (a *attempt) execute(ctx, actx context.Context, t *tool, c *CallRecord, inp
 	done := make(chan outcome, 1)
 	call := catalog.Call{
 		TenantID: a.job.TenantID, RunID: a.job.RunID, NodeID: a.job.NodeID, Attempt: a.job.Attempt,
+		Actor: a.job.Actor, RequestedBy: a.job.Actor.RequestedBy(),
 		IdempotencyKey: LedgerKey(a.job.RunID, a.job.NodeID, c.Ordinal),
-		Input:          input, Permissions: a.job.Permissions,
+		Input:          input, Permissions: a.grant.Permissions,
 		Heartbeat: func(...any) { a.job.beat() }, // liveness only: details are dropped
 	}
 	go func() {
@@ -849,7 +927,7 @@ func (a *attempt) denyUnoffered(ctx context.Context, c *CallRecord) error {
 	}
 	var details map[string]any
 	if pinned, ok := a.job.Actions[ref]; ok {
-		if missing := auth.Missing(a.job.Permissions, pinned.RequiredPermissions); len(missing) > 0 {
+		if missing := a.grant.Tool(c.Tool, pinned.RequiredPermissions).Missing; len(missing) > 0 {
 			details = map[string]any{"missing": missing}
 		}
 	}
@@ -917,7 +995,7 @@ func (a *attempt) save(ctx context.Context, usage *store.Usage, events ...execut
 	j := a.job
 	err = a.r.store.SaveAgentTranscript(sctx, store.AgentTranscript{
 		TenantID: j.TenantID, RunID: j.RunID, NodeID: j.NodeID, AgentKey: j.Agent.Key, AgentRevision: j.Agent.Revision,
-		Attempt: j.Attempt, Turn: len(a.tr.Turns), Transcript: raw, LedgerKeys: a.tr.LedgerKeys(), Outbox: events,
+		Attempt: j.Attempt, Dispatch: j.Dispatch, Turn: len(a.tr.Turns), Transcript: raw, LedgerKeys: a.tr.LedgerKeys(), Outbox: events,
 	}, usage)
 	switch code := failure.CodeOf(err); {
 	case err == nil:

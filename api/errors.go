@@ -40,8 +40,10 @@ var statusByCode = map[string]int{
 	failure.CodeInvalidInput:        http.StatusUnprocessableEntity,
 	failure.CodeNotPublished:        http.StatusUnprocessableEntity,
 	failure.CodeUnavailable:         http.StatusServiceUnavailable,
+	failure.CodeStoreUnavailable:    http.StatusServiceUnavailable,
 	failure.CodeInternal:            http.StatusInternalServerError,
 	CodeUnsupportedMediaType:        http.StatusUnsupportedMediaType,
+	CodeTooManyStreams:              http.StatusTooManyRequests,
 	starter.CodeInvalidFixtures:     http.StatusUnprocessableEntity,
 	// YAML graph documents and toolsets (api/yaml.go).
 	graph.CodeInvalidYAML:      http.StatusBadRequest,
@@ -58,9 +60,10 @@ var statusByCode = map[string]int{
 	store.CodeAgentArchived:   http.StatusConflict,
 	store.CodeContractChanged: http.StatusConflict,
 	// Webhook deliveries (POST /hooks/{id}) authenticated by their signature.
-	bridges.CodeSignatureMissing: http.StatusUnauthorized,
-	bridges.CodeSignatureInvalid: http.StatusUnauthorized,
-	bridges.CodeSignatureStale:   http.StatusUnauthorized,
+	bridges.CodeSignatureMissing:  http.StatusUnauthorized,
+	bridges.CodeSignatureInvalid:  http.StatusUnauthorized,
+	bridges.CodeSignatureStale:    http.StatusUnauthorized,
+	bridges.CodeInvalidToolPolicy: http.StatusUnprocessableEntity,
 }
 
 // StatusOf returns the HTTP status for a code; unknown codes are 422 when
@@ -82,6 +85,9 @@ type errorPayload struct {
 	Details map[string]any `json:"details,omitempty"`
 }
 
+// storeRetryAfter is the Retry-After (seconds) of a STORE_UNAVAILABLE answer.
+const storeRetryAfter = "2"
+
 // handleError is Echo's HTTPErrorHandler: coded errors keep their code and
 // message, Echo's own errors (404 route, 405, body too large) get codes, and
 // anything else is logged and answered as a generic 500.
@@ -93,11 +99,19 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var he *echo.HTTPError
 	payload := errorPayload{Code: failure.CodeInternal, Message: "internal error"}
 	status := http.StatusInternalServerError
+	if failure.CodeOf(err) == failure.CodeInternal && store.Unavailable(err) {
+		// PostgreSQL is down or unreachable: the request did nothing and
+		// can be repeated once it is back. Never a 500, never a hang
+		// (store.DefaultConnectTimeout bounds the connect).
+		s.log.Warn("request refused: PostgreSQL unavailable", "err", err, "path", c.Path())
+		c.Response().Header().Set("Retry-After", storeRetryAfter)
+		err = failure.New(failure.CodeStoreUnavailable, "the database is unavailable; retry shortly")
+	}
 	switch {
 	case errors.As(err, &fe):
 		payload = errorPayload{Code: fe.Code, Message: fe.Message, Details: fe.Details}
 		status = StatusOf(fe.Code)
-		if status >= 500 {
+		if status >= 500 && fe.Code != failure.CodeStoreUnavailable { // an outage is logged once, above
 			s.log.Error("request failed", "code", fe.Code, "err", err, "path", c.Path())
 		}
 	case errors.As(err, &he):

@@ -33,6 +33,16 @@ import (
 	"github.com/weftworks/weft/worker"
 )
 
+// The event stream is text; its schema is a string (the document describes
+// the messages in prose).
+func init() {
+	openapi3filter.RegisterBodyDecoder("text/event-stream",
+		func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+			b, err := io.ReadAll(body)
+			return string(b), err
+		})
+}
+
 // contractHarness serves the whole application (real PostgreSQL, a real
 // Temporal dev server with weft's tuning and search attributes, and a worker
 // registering what production registers) and checks every request and
@@ -266,6 +276,12 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.expect(422, call{method: "POST", path: "/v1/workflows/broken/runs", token: tok, body: map[string]any{"input": 1, "idempotencyKey": "b"}})
 	c.expect(202, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok,
 		body: map[string]any{"input": map[string]any{"title": "sim"}, "mode": "simulation", "idempotencyKey": "k2"}})
+	granted := map[string]any{"input": map[string]any{"title": "granted"}, "idempotencyKey": "k3", "toolGrants": []string{"core.echo@1"}}
+	c.expect(202, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok, body: granted})
+	c.expect(409, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok,
+		body: map[string]any{"input": map[string]any{"title": "granted"}, "idempotencyKey": "k3", "toolGrants": []string{}}})
+	c.expect(400, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok, malformed: true,
+		body: map[string]any{"input": map[string]any{"title": "x"}, "idempotencyKey": "k4", "toolGrants": []string{"core.echo"}}})
 	c.expect(403, call{method: "POST", path: "/v1/workflows/notes/runs", token: c.mint("acme", "eve", auth.ScopeRunsExecute),
 		body: map[string]any{"input": map[string]any{"title": "x"}, "idempotencyKey": "e"}})
 	runID := acc["runId"].(string)
@@ -283,6 +299,20 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.expect(400, call{method: "GET", path: "/v1/runs/" + runID + "/events?cursor=forged", token: tok})
 	c.expect(409, call{method: "POST", path: "/v1/runs/" + runID + "/cancel", token: tok})
 	c.expect(200, call{method: "GET", path: "/v1/notes", token: tok})
+	c.expect(200, call{method: "GET", path: "/v1/runs?mode=live&workflowKey=notes", token: tok})
+	c.expect(400, call{method: "GET", path: "/v1/runs?mode=bogus", token: tok, malformed: true})
+
+	// The event stream of a finished run: every event, then `end`, then EOF.
+	stream := string(c.expect(200, call{method: "GET", path: "/v1/runs/" + runID + "/events/stream", token: tok}).body)
+	require.Contains(t, stream, "id: 1\ndata: {\"seq\":1,\"type\":\"run.started\"")
+	require.True(t, strings.HasSuffix(stream, "event: end\ndata: {\"status\":\"succeeded\",\"lastSeq\":"+
+		fmt.Sprint(len(c.expect(200, call{method: "GET", path: "/v1/runs/" + runID + "/events?limit=500", token: tok}).json(t)["events"].([]any)))+"}\n\n"),
+		"stream: %s", stream)
+	c.expect(200, call{method: "GET", path: "/v1/runs/" + runID + "/events/stream?after=3", token: tok,
+		header: http.Header{"Last-Event-Id": {"2"}}})
+	c.expect(400, call{method: "GET", path: "/v1/runs/" + runID + "/events/stream?after=-1", token: tok, malformed: true})
+	c.expect(403, call{method: "GET", path: "/v1/runs/" + runID + "/events/stream", token: c.mint("acme", "bob", auth.ScopeWorkflowsRead)})
+	c.expect(404, call{method: "GET", path: "/v1/runs/" + runID + "/events/stream", token: c.mint("globex", "mallory", auth.AllScopes...)})
 
 	slow := c.expect(202, call{method: "POST", path: "/v1/workflows/sleepy/runs", token: tok,
 		body: map[string]any{"input": map[string]any{}, "idempotencyKey": "slow"}}).json(t)
@@ -321,7 +351,17 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.expect(400, call{method: "POST", path: "/v1/workflows/notes/schedules", token: tok, body: map[string]any{"every": "1ms"}})
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/schedules", token: tok})
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/schedules/" + scheduleID, token: tok})
+	policyPath := "/v1/workflows/notes/schedules/" + scheduleID + "/tool-policy"
+	c.expect(200, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{"toolPolicy": []string{"core.echo@1", "workspace.notes.write@1"}}})
+	c.expect(400, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{}, malformed: true})
+	c.expect(422, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{"toolPolicy": []string{"core.http.fetch@1"}}})
+	c.expect(200, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{"toolPolicy": []string{}}})
+	c.expect(403, call{method: "PUT", path: policyPath, token: c.mint("acme", "eve", auth.ScopeSchedulesManage),
+		body: map[string]any{"toolPolicy": []string{"workspace.notes.write@1"}}})
+	c.expect(201, call{method: "POST", path: "/v1/workflows/notes/schedules", token: tok,
+		body: map[string]any{"every": "1h", "paused": true, "toolPolicy": []string{"workspace.notes.write@1"}}})
 	c.expect(204, call{method: "DELETE", path: "/v1/workflows/notes/schedules/" + scheduleID, token: tok})
+	c.expect(404, call{method: "PUT", path: policyPath, token: tok, body: map[string]any{"toolPolicy": []string{}}})
 	c.expect(404, call{method: "DELETE", path: "/v1/workflows/notes/schedules?scheduleId=" + scheduleID, token: tok})
 	c.expect(404, call{method: "GET", path: "/v1/workflows/notes/schedules/" + scheduleID, token: tok})
 
@@ -329,6 +369,12 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	hook := c.expect(201, call{method: "POST", path: "/v1/workflows/notes/webhooks", token: tok}).json(t)
 	hookID, secret := hook["webhookId"].(string), hook["secret"].(string)
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/webhooks", token: tok})
+	c.expect(201, call{method: "POST", path: "/v1/workflows/notes/webhooks", token: tok,
+		body: map[string]any{"toolPolicy": []string{"core.echo@1"}}})
+	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/webhooks/" + hookID, token: tok})
+	c.expect(404, call{method: "GET", path: "/v1/workflows/notes/webhooks/whk_nope", token: tok})
+	c.expect(200, call{method: "PUT", path: "/v1/workflows/notes/webhooks/" + hookID + "/tool-policy", token: tok,
+		body: map[string]any{"toolPolicy": []string{"core.echo@1"}}})
 	payload := []byte(`{"title":"from a webhook"}`)
 	signed := func(eventID string) http.Header {
 		return http.Header{

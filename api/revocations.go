@@ -28,10 +28,12 @@ const (
 	maxRevocationsLimit     = store.MaxBridgePageSize
 )
 
-// registerRevocationRoutes adds /v1/revocations (SPEC §8): a revocation
-// withdraws one scope from every schedule and webhook service actor its sub
-// configured in the caller's tenant. Every route needs revocations.manage;
-// the tenant is always the token's.
+// registerRevocationRoutes adds /v1/revocations (SPEC §8; issue 12): a
+// revocation withdraws one scope from a sub in the caller's tenant — from
+// the runs the sub started, those under way included (at their next action
+// attempt or tool call), and from every schedule and webhook service actor
+// the sub configured. Every route needs revocations.manage; the tenant is
+// always the token's.
 func (s *Server) registerRevocationRoutes(g *echo.Group) {
 	manage := requireScope(auth.ScopeRevocationsManage)
 	g.GET("/revocations", s.listRevocations, manage)

@@ -49,6 +49,7 @@ func (s *Server) registerRunRoutes(g *echo.Group) {
 	g.GET("/runs", s.listRuns, requireScope(auth.ScopeRunsRead))
 	g.GET("/runs/:id", s.getRun, requireScope(auth.ScopeRunsRead))
 	g.GET("/runs/:id/events", s.listRunEvents, requireScope(auth.ScopeRunsRead))
+	g.GET("/runs/:id/events/stream", s.streamRunEvents, requireScope(auth.ScopeRunsRead))
 	g.POST("/runs/:id/cancel", s.cancelRun, requireScope(auth.ScopeRunsCancel))
 	g.GET("/notes", s.listNotes, requireScope(auth.ScopeRunsRead))
 }
@@ -61,6 +62,9 @@ type enqueueRunBody struct {
 	Revision       *int            `json:"revision"`
 	DraftRevision  *int            `json:"draftRevision"`
 	Fixtures       json.RawMessage `json:"fixtures"`
+	// ToolGrants (actionId@version) narrow what the run's agents may
+	// call; absent or null grants no narrowing, [] grants no tool.
+	ToolGrants []string `json:"toolGrants"`
 }
 
 // acceptedBody answers an enqueue.
@@ -95,6 +99,7 @@ func (s *Server) enqueueRun(c echo.Context) error {
 		Revision:       body.Revision,
 		DraftRevision:  body.DraftRevision,
 		Fixtures:       body.Fixtures,
+		ToolGrants:     body.ToolGrants,
 	}, starter.Trusted{
 		TenantID:    p.Tenant,
 		TenantName:  p.TenantName,
@@ -161,24 +166,29 @@ func readBodyAtMost(c echo.Context, limit int64) ([]byte, error) {
 
 // runBody is a run as the API shows it (SPEC §10).
 type runBody struct {
-	RunID         string                `json:"runId"`
-	WorkflowKey   string                `json:"workflowKey"`
-	Revision      int                   `json:"revision"`
-	DraftRevision *int                  `json:"draftRevision,omitempty"`
-	Checksum      string                `json:"checksum"`
-	Mode          execution.Mode        `json:"mode"`
-	Status        string                `json:"status"`
-	Input         json.RawMessage       `json:"input"`
-	Output        json.RawMessage       `json:"output"`
-	Error         json.RawMessage       `json:"error"`
-	Origin        execution.Origin      `json:"origin"`
-	Actor         execution.Actor       `json:"actor"`
-	Nodes         []execution.NodeState `json:"nodes,omitempty"`
-	Usage         json.RawMessage       `json:"usage"`
-	Temporal      temporalRef           `json:"temporal"`
-	CreatedAt     time.Time             `json:"createdAt"`
-	StartedAt     *time.Time            `json:"startedAt,omitempty"`
-	FinishedAt    *time.Time            `json:"finishedAt,omitempty"`
+	RunID         string           `json:"runId"`
+	WorkflowKey   string           `json:"workflowKey"`
+	Revision      int              `json:"revision"`
+	DraftRevision *int             `json:"draftRevision,omitempty"`
+	Checksum      string           `json:"checksum"`
+	Mode          execution.Mode   `json:"mode"`
+	Status        string           `json:"status"`
+	Input         json.RawMessage  `json:"input"`
+	Output        json.RawMessage  `json:"output"`
+	Error         json.RawMessage  `json:"error"`
+	Origin        execution.Origin `json:"origin"`
+	Actor         execution.Actor  `json:"actor"`
+	// ToolGrants are the enqueue's toolGrants (null: not narrowed).
+	ToolGrants []string `json:"toolGrants"`
+	// ToolPolicy is the schedule's or webhook's tool policy when it
+	// started the run (absent for a user's run; [] when it had none).
+	ToolPolicy *[]string             `json:"toolPolicy,omitempty"`
+	Nodes      []execution.NodeState `json:"nodes,omitempty"`
+	Usage      json.RawMessage       `json:"usage"`
+	Temporal   temporalRef           `json:"temporal"`
+	CreatedAt  time.Time             `json:"createdAt"`
+	StartedAt  *time.Time            `json:"startedAt,omitempty"`
+	FinishedAt *time.Time            `json:"finishedAt,omitempty"`
 }
 
 // temporalRef tells an operator where to find the run in Temporal.
@@ -193,13 +203,22 @@ func (s *Server) runJSON(r store.Run) runBody {
 		RunID: r.RunID, WorkflowKey: r.WorkflowKey, Revision: r.Revision, DraftRevision: r.DraftRevision,
 		Checksum: r.Checksum, Mode: execution.Mode(r.Mode), Status: r.Status,
 		Input: orNull(r.Input), Output: orNull(r.Output), Error: orNull(r.Error),
-		Origin: r.Origin, Actor: r.Actor, Usage: orEmptyObject(r.Usage),
+		Origin: r.Origin, Actor: r.Actor, ToolGrants: r.ToolGrants, ToolPolicy: listOrAbsent(r.ToolPolicy), Usage: orEmptyObject(r.Usage),
 		Temporal: temporalRef{
 			WorkflowID: r.WorkflowID, RunID: r.TemporalRunID,
 			UIURL: s.deps.Starter.WorkflowURL(r.WorkflowID),
 		},
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 	}
+}
+
+// listOrAbsent is nil (the field is left out) for a nil list, and the list
+// otherwise, even empty.
+func listOrAbsent(l []string) *[]string {
+	if l == nil {
+		return nil
+	}
+	return &l
 }
 
 func orNull(r json.RawMessage) json.RawMessage {
@@ -230,13 +249,23 @@ func (s *Server) listRuns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := store.RunFilter{WorkflowKey: c.QueryParam("workflowKey"), Status: c.QueryParam("status"), Limit: limit + 1}
+	f := store.RunFilter{WorkflowKey: c.QueryParam("workflowKey"), Status: c.QueryParam("status"),
+		Mode: c.QueryParam("mode"), Limit: limit + 1}
 	switch f.Status {
 	case "", execution.StatusQueued, execution.StatusRunning, execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
 	default:
 		return failure.New(failure.CodeInvalidRequest, "status must be one of queued, running, succeeded, failed, cancelled")
 	}
+	switch execution.Mode(f.Mode) {
+	case "", execution.ModeLive, execution.ModeSimulation:
+	default:
+		return failure.New(failure.CodeInvalidRequest, "mode must be live or simulation").
+			WithDetails(map[string]any{"field": "mode"})
+	}
 	scope := cursorScope("runs", p.Tenant, f.WorkflowKey, f.Status)
+	if f.Mode != "" { // appended only when set, so cursors issued before the filter existed stay valid
+		scope = cursorScope("runs", p.Tenant, f.WorkflowKey, f.Status, f.Mode)
+	}
 	rc, err := openJSONCursor(s, scope, c.QueryParam("cursor"), func(runsCursor) bool { return true })
 	if err != nil {
 		return err
@@ -399,6 +428,14 @@ func applyNodeEvent(st *execution.NodeState, ev store.Event) {
 		st.Status, st.Reason = execution.NodeCancelled, "CANCEL_UNACKNOWLEDGED"
 	case execution.EventNodeLateResult:
 		st.Status, st.Port, st.Reason = execution.NodeCancelled, d.Port, "LATE_RESULT"
+	case execution.EventNodeAttemptLeaseLost, execution.EventNodeAttemptInfraRetry:
+		// The same attempt goes out again: the node keeps running, and
+		// shows how often it was recovered and from what.
+		st.Status, st.Redispatches, st.Infra = execution.NodeRunning, d.Redispatch, d.Code
+		if st.InfraSince == nil {
+			at := ev.At
+			st.InfraSince = &at
+		}
 	}
 }
 
@@ -451,11 +488,7 @@ func (s *Server) listRunEvents(c echo.Context) error {
 	}
 	items := make([]eventBody, 0, len(events))
 	for _, ev := range events {
-		items = append(items, eventBody{
-			Seq: ev.Seq, Type: ev.Type, SchemaVersion: ev.SchemaVersion, At: ev.At,
-			NodeID: ev.NodeID, Attempt: ev.Attempt, Data: orEmptyObject(ev.Data),
-			PrevHash: ev.PrevHash, Hash: ev.Hash,
-		})
+		items = append(items, eventJSON(ev))
 	}
 	return list(c, "events", items, next)
 }
@@ -483,12 +516,18 @@ func (s *Server) cancelRun(c echo.Context) error {
 // noteBody is a note written by workspace.notes.write@1, with the run and
 // node that wrote it.
 type noteBody struct {
-	NoteID    string          `json:"noteId"`
-	RunID     string          `json:"runId"`
-	NodeID    string          `json:"nodeId"`
-	Title     string          `json:"title"`
-	Body      json.RawMessage `json:"body"`
-	CreatedAt time.Time       `json:"createdAt"`
+	NoteID string `json:"noteId"`
+	RunID  string `json:"runId"`
+	NodeID string `json:"nodeId"`
+	// Actor is who acted (for a schedule's or webhook's run, the service
+	// actor naming it, with configuredBy); RequestedBy is the user behind
+	// it. Null for a note whose run was gone when actors were first
+	// recorded.
+	Actor       *execution.Actor `json:"actor"`
+	RequestedBy *string          `json:"requestedBy"`
+	Title       string           `json:"title"`
+	Body        json.RawMessage  `json:"body"`
+	CreatedAt   time.Time        `json:"createdAt"`
 }
 
 // notesCursor is the position a notes page ends at.
@@ -522,8 +561,12 @@ func (s *Server) listNotes(c echo.Context) error {
 	})
 	items := make([]noteBody, 0, len(notes))
 	for _, n := range notes {
-		items = append(items, noteBody{NoteID: n.NoteID, RunID: n.RunID, NodeID: n.NodeID, Title: n.Title,
-			Body: orNull(n.Body), CreatedAt: n.CreatedAt})
+		item := noteBody{NoteID: n.NoteID, RunID: n.RunID, NodeID: n.NodeID, Actor: n.Actor, Title: n.Title,
+			Body: orNull(n.Body), CreatedAt: n.CreatedAt}
+		if n.Actor != nil {
+			item.RequestedBy = &n.RequestedBy
+		}
+		items = append(items, item)
 	}
 	return list(c, "notes", items, next)
 }

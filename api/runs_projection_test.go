@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -73,4 +74,34 @@ func TestNodeProjectionClosesOpenNodesOfATerminalRun(t *testing.T) {
 	}
 	queued := project(execution.StatusQueued)
 	require.Equal(t, execution.NodeRunning, queued["a"].Status, "only a terminal run closes its nodes")
+}
+
+// A node whose attempt was lost to an infrastructure fault keeps running
+// (the same attempt goes out again) and shows how it was recovered.
+func TestNodeProjectionShowsRecoveredAttempts(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	events := []store.Event{
+		{Seq: 1, Type: execution.EventNodeStarted, NodeID: "a", Attempt: 1, Data: json.RawMessage(`{}`)},
+		{Seq: 2, Type: execution.EventNodeAttemptLeaseLost, NodeID: "a", Attempt: 1, At: at,
+			Data: json.RawMessage(`{"attempt":1,"code":"LEASE_LOST","redispatch":1,"delayMs":250}`)},
+		{Seq: 3, Type: execution.EventNodeAttemptInfraRetry, NodeID: "a", Attempt: 1, At: at.Add(time.Second),
+			Data: json.RawMessage(`{"attempt":1,"code":"STORE_UNAVAILABLE","redispatch":2,"delayMs":500}`)},
+	}
+	p := newNodeProjection([]graph.Node{{ID: "a", Kind: graph.KindAction}})
+	for _, e := range events[:2] {
+		p.apply(e)
+	}
+	lost := p.states(execution.StatusRunning)[0]
+	require.Equal(t, execution.NodeRunning, lost.Status)
+	require.Equal(t, 1, lost.Attempt)
+	require.Equal(t, 1, lost.Redispatches)
+	require.Equal(t, execution.InfraLeaseLost, lost.Infra)
+	require.Equal(t, at, *lost.InfraSince)
+
+	p.apply(events[2])
+	p.apply(store.Event{Seq: 4, Type: execution.EventNodeCompleted, NodeID: "a", Attempt: 1, Data: json.RawMessage(`{"port":"out"}`)})
+	done := p.states(execution.StatusSucceeded)[0]
+	require.Equal(t, execution.NodeState{ID: "a", Kind: "action", Status: execution.NodeSucceeded, Attempt: 1, Port: "out",
+		Redispatches: 2, Infra: execution.ErrStoreUnavailable, InfraSince: &at}, done)
 }

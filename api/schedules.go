@@ -92,6 +92,7 @@ func (s *Server) registerScheduleRoutes(g *echo.Group) {
 	g.GET("/workflows/:key/schedules/:id", b.getSchedule, manage)
 	g.DELETE("/workflows/:key/schedules/:id", b.deleteSchedule, manage)
 	g.DELETE("/workflows/:key/schedules", b.deleteSchedule, manage)
+	g.PUT("/workflows/:key/schedules/:id/tool-policy", b.setScheduleToolPolicy, manage)
 }
 
 // createScheduleBody is the body of POST /v1/workflows/{key}/schedules.
@@ -100,6 +101,9 @@ type createScheduleBody struct {
 	Every  string          `json:"every"`
 	Input  json.RawMessage `json:"input"`
 	Paused bool            `json:"paused"`
+	// ToolPolicy lists the tools (actionId@version) the runs' agents may be
+	// offered; absent or empty offers none.
+	ToolPolicy []string `json:"toolPolicy"`
 }
 
 func (b *bridgeRoutes) createSchedule(c echo.Context) error {
@@ -112,7 +116,7 @@ func (b *bridgeRoutes) createSchedule(c echo.Context) error {
 		return err
 	}
 	v, err := svc.CreateSchedule(c.Request().Context(), principal(c), key, bridges.ScheduleRequest{
-		Cron: body.Cron, Every: body.Every, Input: body.Input, Paused: body.Paused,
+		Cron: body.Cron, Every: body.Every, Input: body.Input, Paused: body.Paused, ToolPolicy: body.ToolPolicy,
 	})
 	if err != nil {
 		return err
@@ -211,4 +215,45 @@ func (b *bridgeRoutes) deleteSchedule(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// maxToolPolicyBody bounds PUT .../tool-policy: at most authz.MaxTools
+// entries of an actionId@version each.
+const maxToolPolicyBody = 64 << 10
+
+// toolPolicyBody is the body of PUT .../{schedules|webhooks}/{id}/tool-policy.
+type toolPolicyBody struct {
+	// ToolPolicy is required: [] withdraws every tool.
+	ToolPolicy *[]string `json:"toolPolicy"`
+}
+
+// decodeToolPolicy reads a tool-policy replacement body.
+func decodeToolPolicy(c echo.Context) ([]string, error) {
+	var body toolPolicyBody
+	if err := decodeStrict(c, maxToolPolicyBody, &body); err != nil {
+		return nil, err
+	}
+	if body.ToolPolicy == nil {
+		return nil, failure.New(failure.CodeInvalidRequest, "toolPolicy is required: the list of actionId@version the runs' agents may be offered ([] offers none)").
+			WithDetails(map[string]any{"field": "toolPolicy"})
+	}
+	return *body.ToolPolicy, nil
+}
+
+// setScheduleToolPolicy replaces a schedule's tool policy: 200 with the
+// schedule. Narrowing reaches its runs under way at their next tool call.
+func (b *bridgeRoutes) setScheduleToolPolicy(c echo.Context) error {
+	svc, key, err := b.workflowService(c)
+	if err != nil {
+		return err
+	}
+	policy, err := decodeToolPolicy(c)
+	if err != nil {
+		return err
+	}
+	v, err := svc.SetScheduleToolPolicy(c.Request().Context(), principal(c), key, c.Param("id"), policy)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
 }

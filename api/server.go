@@ -46,12 +46,17 @@ type Deps struct {
 	// Bridges serves schedules and webhooks. Nil builds one from Store,
 	// Starter, Temporal, Config (TaskQueue, WebhookKey) and Keys.
 	Bridges *bridges.Service
+	// Streams bounds and ends the run event streams
+	// (GET /v1/runs/{id}/events/stream). Nil uses NewStreams(nil, 0):
+	// streams re-read the store every second instead of being woken.
+	Streams *Streams
 }
 
 // Server holds the dependencies handlers use.
 type Server struct {
-	deps Deps
-	log  *slog.Logger
+	deps    Deps
+	log     *slog.Logger
+	streams *Streams
 }
 
 // New builds the Echo application with every route.
@@ -71,7 +76,10 @@ func New(d Deps) *echo.Echo {
 			d.Resolver = catalog.NewResolver(d.Store, d.Variables)
 		}
 	}
-	s := &Server{deps: d, log: d.Logger}
+	if d.Streams == nil {
+		d.Streams = NewStreams(nil, 0)
+	}
+	s := &Server{deps: d, log: d.Logger, streams: d.Streams}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

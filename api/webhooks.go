@@ -21,12 +21,21 @@ func (s *Server) registerWebhookRoutes(e *echo.Echo, g *echo.Group) {
 	manage := requireScope(auth.ScopeSchedulesManage)
 	g.POST("/workflows/:key/webhooks", b.createWebhook, manage)
 	g.GET("/workflows/:key/webhooks", b.listWebhooks, manage)
+	g.GET("/workflows/:key/webhooks/:id", b.getWebhook, manage)
 	g.DELETE("/workflows/:key/webhooks/:id", b.deleteWebhook, manage)
+	g.PUT("/workflows/:key/webhooks/:id/tool-policy", b.setWebhookToolPolicy, manage)
 	e.POST("/hooks/:id", b.deliverWebhook)
 }
 
+// createWebhookBody is the optional body of POST .../webhooks.
+type createWebhookBody struct {
+	// ToolPolicy lists the tools (actionId@version) the runs' agents may be
+	// offered; absent or empty offers none.
+	ToolPolicy []string `json:"toolPolicy"`
+}
+
 // createWebhook answers 201 {webhookId, secret, url, ...}; the secret is
-// shown this once. The body is empty or {}.
+// shown this once. The body is empty, {} or {"toolPolicy": [...]}.
 func (b *bridgeRoutes) createWebhook(c echo.Context) error {
 	svc, key, err := b.workflowService(c)
 	if err != nil {
@@ -36,15 +45,15 @@ func (b *bridgeRoutes) createWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	var body createWebhookBody
 	if len(bytes.TrimSpace(data)) > 0 {
-		var none struct{}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&none); err != nil {
-			return failure.New(failure.CodeInvalidRequest, "a webhook takes no options: send no body or {}")
+		if err := dec.Decode(&body); err != nil {
+			return failure.New(failure.CodeInvalidRequest, "a webhook takes one option, toolPolicy: send no body, {} or {\"toolPolicy\": [...]}")
 		}
 	}
-	created, err := svc.CreateWebhook(c.Request().Context(), principal(c), key)
+	created, err := svc.CreateWebhook(c.Request().Context(), principal(c), key, body.ToolPolicy)
 	if err != nil {
 		return err
 	}
@@ -60,6 +69,36 @@ func (b *bridgeRoutes) listWebhooks(c echo.Context) error {
 	}
 	return listBridgePage(b, c, "webhooks", key, svc.ListWebhooks,
 		func(v bridges.WebhookView) (time.Time, string) { return v.CreatedAt, v.WebhookID })
+}
+
+// getWebhook returns one webhook (never its secret) with its recent refusals.
+func (b *bridgeRoutes) getWebhook(c echo.Context) error {
+	svc, key, err := b.workflowService(c)
+	if err != nil {
+		return err
+	}
+	v, err := svc.GetWebhook(c.Request().Context(), principal(c).Tenant, key, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// setWebhookToolPolicy replaces a webhook's tool policy: 200 with the webhook.
+func (b *bridgeRoutes) setWebhookToolPolicy(c echo.Context) error {
+	svc, key, err := b.workflowService(c)
+	if err != nil {
+		return err
+	}
+	policy, err := decodeToolPolicy(c)
+	if err != nil {
+		return err
+	}
+	v, err := svc.SetWebhookToolPolicy(c.Request().Context(), principal(c), key, c.Param("id"), policy)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (b *bridgeRoutes) deleteWebhook(c echo.Context) error {

@@ -6,7 +6,9 @@
 //
 // The service actor rule: a schedule or webhook keeps its creator's scope
 // snapshot; at every firing or delivery its effective permissions are that
-// snapshot minus the creator's rows in `revocations`. A firing that lacks a
+// snapshot minus the creator's rows in `revocations`, and its explicit tool
+// policy (the only tools its runs' agents may be offered; none by default)
+// must still be covered by them (policy.go). A firing that lacks a
 // needed scope (or that the starter refuses for any other stable reason) is
 // not run: the refusal is recorded in `bridge_refusals` as evidence and
 // listed with the schedule or webhook.
@@ -23,11 +25,11 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/authz"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/starter"
@@ -40,17 +42,8 @@ import (
 var RequiredScopes = []string{auth.ScopeRunsExecute}
 
 // Effective is the service actor rule: the snapshot minus the revoked
-// scopes, sorted and without duplicates.
-func Effective(snapshot, revoked []string) []string {
-	out := make([]string, 0, len(snapshot))
-	for _, s := range snapshot {
-		if !slices.Contains(revoked, s) && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+// scopes, sorted and without duplicates (authz.Effective).
+func Effective(snapshot, revoked []string) []string { return authz.Effective(snapshot, revoked) }
 
 // Refusal is the evidence of a refused firing or delivery, as shown by the API.
 type Refusal struct {
@@ -95,6 +88,8 @@ type serviceActor struct {
 	workflowKey string
 	createdBy   string
 	scopes      []string
+	// toolPolicy is the bridge's tool policy as read for this firing.
+	toolPolicy []string
 }
 
 // refusedError marks an enqueue the bridge refused (and recorded) rather
@@ -136,6 +131,8 @@ func (e *Enqueuer) enqueue(ctx context.Context, a serviceActor, input json.RawMe
 		enqErr = failure.New(failure.CodePermissionDenied,
 			"the %s's creator %s no longer holds %s", a.kind, a.createdBy, strings.Join(missing, ", ")).
 			WithDetails(map[string]any{"missing": missing})
+	} else if enqErr = e.firingPolicyError(ctx, a, perms); enqErr != nil {
+		// a refusal (recorded below), or a catalog read to retry
 	} else {
 		acc, enqErr = e.starter.Enqueue(ctx, starter.Request{
 			WorkflowKey:    a.workflowKey,
@@ -147,6 +144,7 @@ func (e *Enqueuer) enqueue(ctx context.Context, a serviceActor, input json.RawMe
 			Actor:       execution.Actor{Kind: "service", Sub: a.kind + ":" + a.id, ConfiguredBy: a.createdBy},
 			Origin:      execution.Origin{Kind: a.kind, ID: a.id},
 			Permissions: perms,
+			ToolPolicy:  nonNilList(a.toolPolicy),
 		})
 	}
 	if enqErr == nil {
@@ -162,6 +160,15 @@ func (e *Enqueuer) enqueue(ctx context.Context, a serviceActor, input json.RawMe
 	e.log.Warn("bridge firing refused", "kind", a.kind, "id", a.id, "tenant", a.tenantID,
 		"firingKey", firingKey, "code", fe.Code, "message", fe.Message)
 	return starter.Accepted{}, &refusedError{fe: fe}
+}
+
+// nonNilList keeps a service actor's policy a list even when empty: an
+// empty policy offers no tool, it does not mean "not narrowed".
+func nonNilList(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }
 
 func refusalRow(a serviceActor, firingKey string, fe *failure.Error) store.Refusal {

@@ -102,6 +102,9 @@ type ScheduleRequest struct {
 	Every  string
 	Input  json.RawMessage
 	Paused bool
+	// ToolPolicy lists the tools (actionId@version) the schedule's runs'
+	// agents may be offered; nil or empty offers none.
+	ToolPolicy []string
 }
 
 // ScheduleView is a schedule as the API shows it.
@@ -117,7 +120,9 @@ type ScheduleView struct {
 	CreatedBy string    `json:"createdBy"`
 	CreatedAt time.Time `json:"createdAt"`
 	// Actor is who the runs act as.
-	Actor    ServiceActorView      `json:"actor"`
+	Actor ServiceActorView `json:"actor"`
+	// ToolPolicy is what the runs' agents may be offered at most.
+	ToolPolicyView
 	Temporal ScheduleTemporalState `json:"temporal"`
 	// LastRefusal is the most recent firing refused instead of run.
 	LastRefusal *Refusal `json:"lastRefusal"`
@@ -208,11 +213,15 @@ func (s *Service) CreateSchedule(ctx context.Context, creator auth.Principal, wo
 	if err := checkCreator(creator); err != nil {
 		return ScheduleView{}, err
 	}
+	policy, err := s.creatorPolicy(ctx, creator, req.ToolPolicy)
+	if err != nil {
+		return ScheduleView{}, err
+	}
 	id := newID(schedulePrefix)
 	row, err := s.store.CreateSchedule(ctx, store.Schedule{
 		TenantID: creator.Tenant, ScheduleID: id, WorkflowKey: workflowKey, Spec: spec, Input: input,
 		Paused: req.Paused, CreatedBy: creator.Sub, TenantName: creator.TenantName, Scopes: creator.Scopes,
-		TemporalScheduleID: TemporalScheduleID(creator.Tenant, id),
+		TemporalScheduleID: TemporalScheduleID(creator.Tenant, id), ToolPolicy: policy,
 	})
 	if err != nil {
 		return ScheduleView{}, notFoundAs(err, "workflow %q not found", workflowKey)
@@ -259,8 +268,9 @@ func scheduleView(r store.Schedule) ScheduleView {
 	return ScheduleView{
 		ScheduleID: r.ScheduleID, WorkflowKey: r.WorkflowKey, Cron: r.Spec.Cron, Every: r.Spec.Every,
 		Input: r.Input, Paused: r.Paused, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
-		Actor:    ServiceActorView{Kind: "service", Sub: store.BridgeSchedule + ":" + r.ScheduleID, ConfiguredBy: r.CreatedBy},
-		Temporal: ScheduleTemporalState{ScheduleID: r.TemporalScheduleID},
+		Actor:          ServiceActorView{Kind: "service", Sub: store.BridgeSchedule + ":" + r.ScheduleID, ConfiguredBy: r.CreatedBy},
+		ToolPolicyView: scheduleToolPolicy(r),
+		Temporal:       ScheduleTemporalState{ScheduleID: r.TemporalScheduleID},
 	}
 }
 
@@ -360,6 +370,29 @@ func (s *Service) liveSchedule(ctx context.Context, tenantID, workflowKey, sched
 
 func validScheduleID(id string) bool { return scheduleIDPattern.MatchString(id) }
 
+// SetScheduleToolPolicy replaces a live schedule's tool policy (narrowing it
+// takes effect at the next tool call of its runs under way; see
+// replacementPolicy for widening) and returns the schedule.
+func (s *Service) SetScheduleToolPolicy(ctx context.Context, caller auth.Principal, workflowKey, scheduleID string, policy []string) (ScheduleView, error) {
+	row, err := s.liveSchedule(ctx, caller.Tenant, workflowKey, scheduleID)
+	if err != nil {
+		return ScheduleView{}, err
+	}
+	next, err := s.replacementPolicy(ctx, caller, row.CreatedBy, row.Scopes, row.ToolPolicy, policy)
+	if err != nil {
+		return ScheduleView{}, err
+	}
+	row, err = s.store.SetScheduleToolPolicy(ctx, caller.Tenant, workflowKey, scheduleID, next, caller.Sub)
+	if err != nil {
+		return ScheduleView{}, notFoundAs(err, "schedule %q not found", scheduleID)
+	}
+	s.log.Info("schedule tool policy set", "schedule", scheduleID, "tenant", caller.Tenant, "workflowKey", workflowKey,
+		"by", caller.Sub, "toolPolicy", next)
+	v := scheduleView(row)
+	s.describe(ctx, &v)
+	return v, nil
+}
+
 // DeleteSchedule withdraws a schedule: the row is marked deleted first (a
 // firing already under way then does nothing), then the Temporal Schedule
 // is deleted. If Temporal fails, the answer is UNAVAILABLE and a repeated
@@ -432,7 +465,7 @@ func (e *Enqueuer) FireSchedule(ctx context.Context, tenantID, scheduleID string
 	key := FiringKey(scheduleID, scheduledAt)
 	acc, err := e.enqueue(ctx, serviceActor{
 		kind: store.BridgeSchedule, id: row.ScheduleID, tenantID: row.TenantID, tenantName: row.TenantName,
-		workflowKey: row.WorkflowKey, createdBy: row.CreatedBy, scopes: row.Scopes,
+		workflowKey: row.WorkflowKey, createdBy: row.CreatedBy, scopes: row.Scopes, toolPolicy: row.ToolPolicy,
 	}, row.Input, key)
 	var refused *refusedError
 	if errors.As(err, &refused) {

@@ -30,7 +30,8 @@ type CreatedWebhook struct {
 	Secret      string           `json:"secret"`
 	URL         string           `json:"url"`
 	Actor       ServiceActorView `json:"actor"`
-	CreatedAt   time.Time        `json:"createdAt"`
+	ToolPolicyView
+	CreatedAt time.Time `json:"createdAt"`
 }
 
 // WebhookView is a webhook as listed: never its secret.
@@ -41,16 +42,24 @@ type WebhookView struct {
 	CreatedBy   string           `json:"createdBy"`
 	CreatedAt   time.Time        `json:"createdAt"`
 	Actor       ServiceActorView `json:"actor"`
-	LastRefusal *Refusal         `json:"lastRefusal"`
+	ToolPolicyView
+	LastRefusal *Refusal `json:"lastRefusal"`
+	// Refusals lists recent refusals (GET of one webhook only).
+	Refusals []*Refusal `json:"refusals,omitempty"`
 }
 
 // WebhookPath is the path a webhook is delivered to.
 func WebhookPath(webhookID string) string { return "/hooks/" + webhookID }
 
 // CreateWebhook creates a webhook for workflowKey and returns its secret,
-// which is stored only encrypted and never shown again.
-func (s *Service) CreateWebhook(ctx context.Context, creator auth.Principal, workflowKey string) (CreatedWebhook, error) {
+// which is stored only encrypted and never shown again. toolPolicy lists
+// the tools its runs' agents may be offered (nil or empty: none).
+func (s *Service) CreateWebhook(ctx context.Context, creator auth.Principal, workflowKey string, toolPolicy []string) (CreatedWebhook, error) {
 	if err := checkCreator(creator); err != nil {
+		return CreatedWebhook{}, err
+	}
+	policy, err := s.creatorPolicy(ctx, creator, toolPolicy)
+	if err != nil {
 		return CreatedWebhook{}, err
 	}
 	id := newID(webhookPrefix)
@@ -59,7 +68,7 @@ func (s *Service) CreateWebhook(ctx context.Context, creator auth.Principal, wor
 	row, err := s.store.CreateWebhook(ctx, store.Webhook{
 		TenantID: creator.Tenant, WebhookID: id, WorkflowKey: workflowKey,
 		SecretCiphertext: ct, SecretNonce: nonce,
-		CreatedBy: creator.Sub, TenantName: creator.TenantName, Scopes: creator.Scopes,
+		CreatedBy: creator.Sub, TenantName: creator.TenantName, Scopes: creator.Scopes, ToolPolicy: policy,
 	})
 	if err != nil {
 		return CreatedWebhook{}, notFoundAs(err, "workflow %q not found", workflowKey)
@@ -67,8 +76,69 @@ func (s *Service) CreateWebhook(ctx context.Context, creator auth.Principal, wor
 	s.log.Info("webhook created", "webhook", id, "tenant", creator.Tenant, "workflowKey", workflowKey, "by", creator.Sub)
 	return CreatedWebhook{
 		WebhookID: id, WorkflowKey: workflowKey, Secret: secret, URL: WebhookPath(id),
-		Actor: webhookActor(row), CreatedAt: row.CreatedAt,
+		Actor: webhookActor(row), ToolPolicyView: webhookToolPolicy(row), CreatedAt: row.CreatedAt,
 	}, nil
+}
+
+func webhookView(r store.Webhook) WebhookView {
+	return WebhookView{WebhookID: r.WebhookID, WorkflowKey: r.WorkflowKey, URL: WebhookPath(r.WebhookID),
+		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, Actor: webhookActor(r), ToolPolicyView: webhookToolPolicy(r)}
+}
+
+// liveWebhook returns a live webhook of (tenant, workflow key); anything
+// else is NOT_FOUND.
+func (s *Service) liveWebhook(ctx context.Context, tenantID, workflowKey, webhookID string) (store.Webhook, error) {
+	missing := failure.New(failure.CodeNotFound, "webhook %q not found", webhookID)
+	if !webhookIDPattern.MatchString(webhookID) {
+		return store.Webhook{}, missing
+	}
+	row, err := s.store.GetWebhook(ctx, tenantID, webhookID)
+	if errors.Is(err, failure.ErrNotFound) || (err == nil && (row.WorkflowKey != workflowKey || row.DeletedAt != nil)) {
+		return store.Webhook{}, missing
+	}
+	return row, err
+}
+
+// GetWebhook returns one live webhook (never its secret) with its recent
+// refused deliveries.
+func (s *Service) GetWebhook(ctx context.Context, tenantID, workflowKey, webhookID string) (WebhookView, error) {
+	row, err := s.liveWebhook(ctx, tenantID, workflowKey, webhookID)
+	if err != nil {
+		return WebhookView{}, err
+	}
+	v := webhookView(row)
+	refusals, err := s.store.ListRefusals(ctx, tenantID, store.BridgeWebhook, webhookID, recentRefusals)
+	if err != nil {
+		return WebhookView{}, err
+	}
+	v.Refusals = make([]*Refusal, 0, len(refusals))
+	for _, r := range refusals {
+		v.Refusals = append(v.Refusals, refusalView(r))
+	}
+	if len(v.Refusals) > 0 {
+		v.LastRefusal = v.Refusals[0]
+	}
+	return v, nil
+}
+
+// SetWebhookToolPolicy replaces a live webhook's tool policy, as
+// SetScheduleToolPolicy does a schedule's.
+func (s *Service) SetWebhookToolPolicy(ctx context.Context, caller auth.Principal, workflowKey, webhookID string, policy []string) (WebhookView, error) {
+	row, err := s.liveWebhook(ctx, caller.Tenant, workflowKey, webhookID)
+	if err != nil {
+		return WebhookView{}, err
+	}
+	next, err := s.replacementPolicy(ctx, caller, row.CreatedBy, row.Scopes, row.ToolPolicy, policy)
+	if err != nil {
+		return WebhookView{}, err
+	}
+	row, err = s.store.SetWebhookToolPolicy(ctx, caller.Tenant, workflowKey, webhookID, next, caller.Sub)
+	if err != nil {
+		return WebhookView{}, notFoundAs(err, "webhook %q not found", webhookID)
+	}
+	s.log.Info("webhook tool policy set", "webhook", webhookID, "tenant", caller.Tenant, "workflowKey", workflowKey,
+		"by", caller.Sub, "toolPolicy", next)
+	return webhookView(row), nil
 }
 
 func webhookActor(w store.Webhook) ServiceActorView {
@@ -95,8 +165,7 @@ func (s *Service) ListWebhooks(ctx context.Context, tenantID, workflowKey string
 	}
 	out := make([]WebhookView, 0, len(rows))
 	for _, r := range rows {
-		v := WebhookView{WebhookID: r.WebhookID, WorkflowKey: r.WorkflowKey, URL: WebhookPath(r.WebhookID),
-			CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, Actor: webhookActor(r)}
+		v := webhookView(r)
 		if ref, ok := last[r.WebhookID]; ok {
 			v.LastRefusal = refusalView(ref)
 		}
@@ -161,7 +230,7 @@ func (s *Service) Deliver(ctx context.Context, d Delivery) (starter.Accepted, er
 	}
 	acc, err := s.enqueue(ctx, serviceActor{
 		kind: store.BridgeWebhook, id: w.WebhookID, tenantID: w.TenantID, tenantName: w.TenantName,
-		workflowKey: w.WorkflowKey, createdBy: w.CreatedBy, scopes: w.Scopes,
+		workflowKey: w.WorkflowKey, createdBy: w.CreatedBy, scopes: w.Scopes, toolPolicy: w.ToolPolicy,
 	}, d.Body, DeliveryKey(w.WebhookID, d.EventID))
 	var refused *refusedError
 	if errors.As(err, &refused) {

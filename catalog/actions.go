@@ -23,7 +23,8 @@ import (
 // first note; same key with another input is an IDEMPOTENCY_CONFLICT
 // failure.Error.
 type NoteWriter interface {
-	WriteNoteOnce(ctx context.Context, tenantID, runID, nodeID, ledgerKey, inputHash, title string, body json.RawMessage) (noteID string, err error)
+	// author is the call's actor; the note records it and its RequestedBy.
+	WriteNoteOnce(ctx context.Context, tenantID, runID, nodeID, ledgerKey, inputHash, title string, body json.RawMessage, author execution.Actor) (noteID string, err error)
 }
 
 // BuiltinDeps are what the built-in actions need from the worker.
@@ -138,7 +139,8 @@ func failUntil(_ context.Context, call Call) (json.RawMessage, error) {
 }
 
 // notesWrite is workspace.notes.write@1: it writes {title, body} once per
-// call.IdempotencyKey through the ledger, bound to the canonical input hash.
+// call.IdempotencyKey through the ledger, bound to the canonical input hash,
+// recording who acted (call.Actor and its RequestedBy).
 func notesWrite(w NoteWriter) Handler {
 	return func(ctx context.Context, call Call) (json.RawMessage, error) {
 		if w == nil {
@@ -158,8 +160,12 @@ func notesWrite(w NoteWriter) Handler {
 		if err != nil {
 			return nil, permanent(execution.ErrSchemaViolation, "input: %v", err)
 		}
+		if call.Actor.Sub == "" {
+			// Who acted is part of the note; an unattributed write is a wiring mistake.
+			return nil, permanent(execution.ErrActionFailed, "workspace.notes.write@1 needs the call's actor; refusing an unattributed write")
+		}
 		id, err := w.WriteNoteOnce(ctx, call.TenantID, call.RunID, call.NodeID, call.IdempotencyKey,
-			graph.SHA256Hex(canon), in.Title, in.Body)
+			graph.SHA256Hex(canon), in.Title, in.Body, call.Actor)
 		switch code := failure.CodeOf(err); {
 		case err == nil:
 		case code == failure.CodeIdempotencyConflict:

@@ -8,15 +8,24 @@ import (
 	"net/url"
 	"slices"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
 
-// Call is one invocation of an action handler. Tenant, run and node come
-// from the run, never from the input.
+// Call is one invocation of an action handler. Tenant, run, node and actor
+// come from the run, never from the input.
 type Call struct {
 	TenantID string
 	RunID    string
 	NodeID   string
+	// Actor is who the run acts for: a user, or a schedule's or webhook's
+	// service actor (Sub "schedule:<id>" / "webhook:<id>", ConfiguredBy
+	// the user who configured it). An action records it to say who acted.
+	Actor execution.Actor
+	// RequestedBy is the user behind the call: the actor's own sub for a
+	// user, the configuring user for a service actor
+	// (execution.Actor.RequestedBy).
+	RequestedBy string
 	// Attempt counts from 1.
 	Attempt int
 	// IdempotencyKey identifies (tenant, run, node) and is the same on every
@@ -24,8 +33,10 @@ type Call struct {
 	IdempotencyKey string
 	// Input is the call input, already validated against the contract's inputSchema.
 	Input json.RawMessage
-	// Permissions is the run's permission snapshot (already rechecked
-	// against the node's required permissions).
+	// Permissions is what the run may do now: its permission snapshot
+	// minus the scopes revoked from RequestedBy since, read just before the
+	// call (and already checked against the node's or tool's required
+	// permissions).
 	Permissions []string
 	// Heartbeat reports liveness (and progress details) to Temporal. It may
 	// be nil outside an activity; use Call.Beat, which tolerates that.

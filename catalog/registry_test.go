@@ -155,7 +155,9 @@ func TestNotesWriteOncePerKey(t *testing.T) {
 	t.Parallel()
 	st := testinfra.NewStore(t)
 	r := builtinRegistry(t, catalog.BuiltinDeps{Notes: st})
+	actor := execution.Actor{Kind: "service", Sub: "webhook:whk_a", ConfiguredBy: "ada"}
 	c := catalog.Call{TenantID: "t1", RunID: "r1", NodeID: "save", IdempotencyKey: "t1/r1/save",
+		Actor: actor, RequestedBy: actor.RequestedBy(),
 		Input: json.RawMessage(`{"title":"T","body":{"b":1,"a":2}}`)}
 	var first string
 	for attempt := 1; attempt <= 3; attempt++ {
@@ -180,6 +182,11 @@ func TestNotesWriteOncePerKey(t *testing.T) {
 	if err != nil || len(notes) != 1 {
 		t.Fatalf("%d notes, %v", len(notes), err)
 	}
+	// The note records who acted: the webhook's service actor and the user
+	// who configured it.
+	if notes[0].Actor == nil || *notes[0].Actor != actor || notes[0].RequestedBy != "ada" {
+		t.Fatalf("note author %+v %q", notes[0].Actor, notes[0].RequestedBy)
+	}
 	c.Input = json.RawMessage(`{"title":"other","body":1}`)
 	_, err = call(t, r, "workspace.notes.write", c)
 	if ae := appErr(t, err); !ae.NonRetryable() || ae.Type() != execution.ErrIdempotencyConflict {
@@ -188,6 +195,12 @@ func TestNotesWriteOncePerKey(t *testing.T) {
 	c.IdempotencyKey = ""
 	if _, err = call(t, r, "workspace.notes.write", c); !appErr(t, err).NonRetryable() {
 		t.Fatal("unkeyed write not refused")
+	}
+	// Nor is an unattributed one written.
+	anon := c
+	anon.IdempotencyKey, anon.Actor, anon.Input = "t1/r1/anon", execution.Actor{}, json.RawMessage(`{"title":"A","body":1}`)
+	if _, err = call(t, r, "workspace.notes.write", anon); !appErr(t, err).NonRetryable() {
+		t.Fatal("unattributed write not refused")
 	}
 	// Without a store the action is unavailable, never a fake success.
 	none := builtinRegistry(t, catalog.BuiltinDeps{})

@@ -138,21 +138,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		return 0, fmt.Errorf("%s %s: reading the answer: %w", method, u.Redacted(), err)
 	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		var eb struct {
-			Error *struct {
-				Code    string         `json:"code"`
-				Message string         `json:"message"`
-				Details map[string]any `json:"details"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(data, &eb) == nil && eb.Error != nil && eb.Error.Code != "" {
-			return res.StatusCode, &Error{Status: res.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
-		}
-		snippet := strings.TrimSpace(string(data))
-		if len(snippet) > 200 {
-			snippet = snippet[:200] + "…"
-		}
-		return res.StatusCode, &Error{Status: res.StatusCode, Code: "HTTP_" + strconv.Itoa(res.StatusCode), Message: snippet}
+		return res.StatusCode, decodeError(res.StatusCode, data)
 	}
 	if out == nil {
 		return res.StatusCode, nil
@@ -161,6 +147,26 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		return res.StatusCode, fmt.Errorf("%s %s: unexpected answer: %w", method, u.Redacted(), err)
 	}
 	return res.StatusCode, nil
+}
+
+// decodeError reads an error answer: the API's envelope, or a snippet of
+// whatever else answered (a proxy's HTML page).
+func decodeError(status int, data []byte) *Error {
+	var eb struct {
+		Error *struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &eb) == nil && eb.Error != nil && eb.Error.Code != "" {
+		return &Error{Status: status, Code: eb.Error.Code, Message: eb.Error.Message, Details: eb.Error.Details}
+	}
+	snippet := strings.TrimSpace(string(data))
+	if len(snippet) > 200 {
+		snippet = snippet[:200] + "…"
+	}
+	return &Error{Status: status, Code: "HTTP_" + strconv.Itoa(status), Message: snippet}
 }
 
 func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) error {
@@ -327,6 +333,9 @@ type RunRequest struct {
 	Revision       *int            `json:"revision,omitempty"`
 	DraftRevision  *int            `json:"draftRevision,omitempty"`
 	Fixtures       json.RawMessage `json:"fixtures,omitempty"`
+	// ToolGrants (actionId@version) narrow what the run's agents may
+	// call: nil grants no narrowing (sent as null), empty grants no tool.
+	ToolGrants []string `json:"toolGrants"`
 }
 
 // Accepted answers an enqueue.
@@ -377,9 +386,18 @@ type Run struct {
 		Kind string `json:"kind"`
 		ID   string `json:"id,omitempty"`
 	} `json:"origin"`
-	Nodes    []NodeState     `json:"nodes"`
-	Usage    json.RawMessage `json:"usage"`
-	Temporal struct {
+	Actor struct {
+		Kind         string `json:"kind"`
+		Sub          string `json:"sub"`
+		ConfiguredBy string `json:"configuredBy,omitempty"`
+	} `json:"actor"`
+	// ToolGrants are the enqueue's toolGrants (nil: not narrowed);
+	// ToolPolicy a schedule's or webhook's policy when it started the run.
+	ToolGrants []string        `json:"toolGrants"`
+	ToolPolicy []string        `json:"toolPolicy,omitempty"`
+	Nodes      []NodeState     `json:"nodes"`
+	Usage      json.RawMessage `json:"usage"`
+	Temporal   struct {
 		WorkflowID string `json:"workflowId"`
 		RunID      string `json:"runId"`
 		UIURL      string `json:"uiUrl"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -169,4 +170,50 @@ func TestRevocationRequests(t *testing.T) {
 
 	c4, _ := server(t, http.StatusNotFound, `{"error":{"code":"NOT_FOUND","message":"no revocation"}}`)
 	require.True(t, IsNotFound(c4.RemoveRevocation(ctx, "a", "notes.write")))
+}
+
+func TestStreamEventsResumesWithLastEventID(t *testing.T) {
+	ctx := context.Background()
+	var lastIDs []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "/v1/runs/r%201/events/stream", r.URL.EscapedPath())
+		require.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
+		lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		ev := func(seq int) string {
+			return fmt.Sprintf("id: %d\ndata: {\"seq\":%d,\"type\":\"node.started\"}\n\n", seq, seq)
+		}
+		switch len(lastIDs) {
+		case 1: // two events, a keep-alive, then the connection drops
+			_, _ = io.WriteString(w, "retry: 1\n\n"+ev(1)+": keep-alive\n\n"+ev(2)+"id: 3\ndata: {\"seq\":3")
+		default: // 2 again (the client skips it), 3, the end
+			_, _ = io.WriteString(w, ev(2)+ev(3)+"event: end\ndata: {\"status\":\"succeeded\",\"lastSeq\":3}\n\n")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL, "tok")
+	require.NoError(t, err)
+	var seqs []int64
+	end, err := c.StreamEvents(ctx, "r 1", 0, func(ev Event) error { seqs = append(seqs, ev.Seq); return nil })
+	require.NoError(t, err)
+	require.Equal(t, StreamEnd{Status: "succeeded", LastSeq: 3}, end)
+	require.Equal(t, []int64{1, 2, 3}, seqs)
+	require.Equal(t, []string{"0", "2"}, lastIDs)
+}
+
+func TestStreamEventsStopsOnARefusalOrTheCallersError(t *testing.T) {
+	ctx := context.Background()
+	c, _ := server(t, http.StatusTooManyRequests, `{"error":{"code":"TOO_MANY_STREAMS","message":"too many","details":{"limit":8}}}`)
+	_, err := c.StreamEvents(ctx, "r", 0, func(Event) error { return nil })
+	require.Equal(t, "TOO_MANY_STREAMS", Code(err))
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "id: 5\ndata: {\"seq\":5}\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	c, err = New(srv.URL, "tok")
+	require.NoError(t, err)
+	stop := errors.New("enough")
+	_, err = c.StreamEvents(ctx, "r", 4, func(Event) error { return stop })
+	require.ErrorIs(t, err, stop)
 }

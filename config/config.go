@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
 
@@ -59,7 +61,21 @@ type Config struct {
 	// WEFT_HISTORY_MAX_PENDING_ACTIVITIES (limit.numPendingActivities.error),
 	// defaulting to Temporal's defaults. Set them when the cluster's are lower.
 	History graph.HistoryBudget
+	// WorkerDrain is how long a stopping worker (SIGTERM, a deploy) lets
+	// its running attempts finish before it hands the rest back as
+	// WORKER_DRAINED (WEFT_WORKER_DRAIN, a Go duration, default 25s; the
+	// SDK's WorkerStopTimeout). Keep it below the orchestrator's grace
+	// period (Kubernetes: terminationGracePeriodSeconds, default 30 s).
+	WorkerDrain time.Duration
+	// Durability is carried in every run's parameters: the lease
+	// (heartbeat) timeout of node attempts and how long an attempt keeps
+	// being re-dispatched after infrastructure faults
+	// (WEFT_LEASE_TIMEOUT, WEFT_INFRA_MAX_REDISPATCHES, WEFT_INFRA_MAX_WAIT).
+	Durability execution.Durability
 }
+
+// DefaultWorkerDrain is WorkerDrain's default.
+const DefaultWorkerDrain = 25 * time.Second
 
 // FromEnv reads the configuration with defaults. getenv is os.Getenv in main
 // and a map lookup in tests.
@@ -114,6 +130,28 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("config: WEFT_HISTORY_SUGGEST_CONTINUE_AS_NEW_AT (%d) must be at least 1 and below WEFT_HISTORY_MAX_EVENTS (%d), and WEFT_HISTORY_MAX_PENDING_ACTIVITIES (%d) at least 1",
 			h.SuggestContinueAsNewAt, h.MaxEvents, h.MaxPendingActivities)
 	}
+	if c.WorkerDrain, err = durationEnv(get, "WEFT_WORKER_DRAIN", DefaultWorkerDrain); err != nil {
+		return Config{}, err
+	}
+	dd := execution.DefaultDurability
+	lease, err := durationEnv(get, "WEFT_LEASE_TIMEOUT", time.Duration(dd.LeaseTimeoutMs)*time.Millisecond)
+	if err != nil {
+		return Config{}, err
+	}
+	if lease < execution.MinLeaseTimeout {
+		return Config{}, fmt.Errorf("config: WEFT_LEASE_TIMEOUT must be at least %s, got %s", execution.MinLeaseTimeout, lease)
+	}
+	maxWait, err := durationEnv(get, "WEFT_INFRA_MAX_WAIT", time.Duration(dd.MaxRedispatchMs)*time.Millisecond)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Durability = execution.Durability{LeaseTimeoutMs: lease.Milliseconds(), MaxRedispatchMs: maxWait.Milliseconds()}
+	if c.Durability.MaxRedispatches, err = intEnv(get, "WEFT_INFRA_MAX_REDISPATCHES", dd.MaxRedispatches); err != nil {
+		return Config{}, err
+	}
+	if c.Durability.MaxRedispatches < 1 || c.Durability.MaxRedispatchMs < 1 {
+		return Config{}, errors.New("config: WEFT_INFRA_MAX_REDISPATCHES and WEFT_INFRA_MAX_WAIT must be positive")
+	}
 	if c.TemporalUIURL == "" {
 		c.TemporalUIURL = fmt.Sprintf("http://localhost:%d", c.TemporalUIPort)
 	}
@@ -133,6 +171,19 @@ func intEnv(get func(string, string) string, key string, def int) (int, error) {
 		return 0, fmt.Errorf("config: %s must be a non-negative integer, got %q", key, v)
 	}
 	return n, nil
+}
+
+// durationEnv reads a Go duration ("25s", "1m30s"); 0 is allowed.
+func durationEnv(get func(string, string) string, key string, def time.Duration) (time.Duration, error) {
+	v := get(key, "")
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("config: %s must be a non-negative duration such as 25s, got %q", key, v)
+	}
+	return d, nil
 }
 
 // EnsureJWTSecret fills JWTSecret from DataDir/jwt-secret, generating the

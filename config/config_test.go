@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
 
@@ -83,5 +85,35 @@ func TestEnsureJWTSecretIsGeneratedOnceAndReused(t *testing.T) {
 	set := Config{DataDir: dir, JWTSecret: "from-env"}
 	if err := set.EnsureJWTSecret(); err != nil || set.JWTSecret != "from-env" {
 		t.Fatalf("an explicit secret was replaced: %q %v", set.JWTSecret, err)
+	}
+}
+
+func TestDurabilitySettings(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.WorkerDrain != DefaultWorkerDrain || c.Durability != execution.DefaultDurability {
+		t.Fatalf("defaults: drain %v, durability %+v", c.WorkerDrain, c.Durability)
+	}
+	c, err = FromEnv(env(map[string]string{"WEFT_WORKER_DRAIN": "90s", "WEFT_LEASE_TIMEOUT": "2s",
+		"WEFT_INFRA_MAX_REDISPATCHES": "5", "WEFT_INFRA_MAX_WAIT": "10m"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := execution.Durability{LeaseTimeoutMs: 2000, MaxRedispatches: 5, MaxRedispatchMs: 600_000}
+	if c.WorkerDrain != 90*time.Second || c.Durability != want {
+		t.Fatalf("drain %v, durability %+v", c.WorkerDrain, c.Durability)
+	}
+	for name, m := range map[string]map[string]string{
+		"drain not a duration":  {"WEFT_WORKER_DRAIN": "25"},
+		"negative drain":        {"WEFT_WORKER_DRAIN": "-1s"},
+		"lease below 1s":        {"WEFT_LEASE_TIMEOUT": "500ms"},
+		"zero re-dispatches":    {"WEFT_INFRA_MAX_REDISPATCHES": "0"},
+		"zero re-dispatch wait": {"WEFT_INFRA_MAX_WAIT": "0s"},
+	} {
+		if _, err := FromEnv(env(m)); err == nil {
+			t.Fatalf("%s: accepted", name)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -195,6 +196,14 @@ func TestComposeWeftServices(t *testing.T) {
 		if w := worker.Environment[k]; w == nil || v == nil || *w != *v {
 			t.Errorf("api and worker disagree on %s", k)
 		}
+	}
+	// A deploy's SIGTERM must leave the worker its whole drain window.
+	drain, err := time.ParseDuration(env(t, worker, "WEFT_WORKER_DRAIN"))
+	if err != nil || drain != defaults.WorkerDrain {
+		t.Errorf("worker WEFT_WORKER_DRAIN = %v (%v), want the default %v", drain, err, defaults.WorkerDrain)
+	}
+	if worker.StopGracePeriod == nil || time.Duration(*worker.StopGracePeriod) <= drain {
+		t.Errorf("worker stop_grace_period %v must exceed WEFT_WORKER_DRAIN %v", worker.StopGracePeriod, drain)
 	}
 	if got := env(t, api, "WEFT_HTTP_ADDR"); got != defaults.HTTPAddr {
 		t.Errorf("api WEFT_HTTP_ADDR = %q, want %q", got, defaults.HTTPAddr)

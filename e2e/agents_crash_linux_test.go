@@ -30,15 +30,14 @@ const noterAgent = `{
   }
 }`
 
-// noterGraph: the agent's node timeout is short, so the dead worker's
-// attempt times out quickly (the heartbeat timeout is the node timeout
-// when below 30 s) and a retry resumes it on the surviving worker.
+// noterGraph: one attempt (no retry block). The dead worker's lease lapses
+// after the run's lease timeout and the same attempt resumes on the next
+// worker from the saved transcript.
 const noterGraph = `{
   "schemaVersion": 1,
   "nodes": [
     {"id": "in", "kind": "input", "outputs": {"out": "any"}},
-    {"id": "noter", "kind": "agent", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "agent": {"key": "noter", "revision": 1},
-     "timeoutMs": 3000, "retry": {"maxAttempts": 4, "initialIntervalMs": 200, "backoff": 1}},
+    {"id": "noter", "kind": "agent", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "agent": {"key": "noter", "revision": 1}},
     {"id": "out", "kind": "output", "inputs": {"in": "any"}}
   ],
   "edges": [{"from": "in.out", "to": "noter.in"}, {"from": "noter.out", "to": "out.in"}]
@@ -64,7 +63,7 @@ func TestWorkerKilledMidAgentWritesExactlyOneNote(t *testing.T) {
 	e := newAgentEnv(t)
 	e.addAgent("noter", noterAgent)
 	e.publish("noter", noterGraph)
-	cmd, _ := e.spawnWorker()
+	w := e.spawnWorker()
 
 	const runs = 3
 	ids := make([]string, runs)
@@ -77,8 +76,7 @@ func TestWorkerKilledMidAgentWritesExactlyOneNote(t *testing.T) {
 		require.Eventually(t, func() bool { return e.toolCallStarted(id, "noter", 2) }, 30*time.Second, 30*time.Millisecond,
 			"run %s never started its sleep call: %v", id, e.eventTypes(id))
 	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	_ = cmd.Wait()
+	w.kill(syscall.SIGKILL, 10*time.Second)
 
 	e.startWorker()
 	for _, id := range ids {
@@ -87,13 +85,21 @@ func TestWorkerKilledMidAgentWritesExactlyOneNote(t *testing.T) {
 		require.JSONEq(t, `{"done":true}`, string(v.Output))
 		e.checkChain(id)
 		_, attempt, _, _ := v.node(t, "noter")
-		require.GreaterOrEqual(t, attempt, 2, "the killed attempt was retried")
+		require.Equal(t, 1, attempt, "the lost lease spent no attempt")
+		lost := 0
+		for _, ev := range e.events(id) {
+			require.NotEqual(t, execution.EventNodeAttemptFailed, ev.Type, "run %s: %s", id, ev.Data)
+			if ev.Type == execution.EventNodeAttemptLeaseLost {
+				lost++
+			}
+		}
+		require.Equal(t, 1, lost, "run %s: the killed dispatch is recorded as a lost lease", id)
 
-		// The note's call ran once; the interrupted sleep ran again; the
-		// model was asked for each turn once.
+		// The note's call ran once; the interrupted sleep ran again within
+		// the same attempt (its tool.started, keyed by attempt and call,
+		// is recorded once); the model was asked for each turn once.
 		require.Equal(t, []string{
 			"tool.started noter 1 workspace.notes.write@1", "tool.completed noter 1 workspace.notes.write@1",
-			"tool.started noter 2 core.sleep@1", // the killed attempt
 			"tool.started noter 2 core.sleep@1", "tool.completed noter 2 core.sleep@1",
 		}, e.toolEvents(id))
 		var turns []string

@@ -309,7 +309,7 @@ func TestOpenAIProviderEndToEndNeverRecordsTheKey(t *testing.T) {
 	require.NoError(t, err)
 	rt, err := agents.New(agents.Deps{Store: e.st, Actions: reg, Providers: providers, Logger: logger})
 	require.NoError(t, err)
-	w := sdkworker.New(e.tc, e.queue, worker.Options(logger))
+	w := sdkworker.New(e.tc, e.queue, worker.Options(e.cfg, logger))
 	workflows.Register(w)
 	activities.Register(w, activities.Deps{Store: e.st, Actions: reg, Logger: logger, Agents: rt})
 	require.NoError(t, w.Start())

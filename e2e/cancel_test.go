@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/worker"
@@ -140,7 +141,7 @@ const cancelDeliveryBound = time.Second
 // recorded as node.late.result instead of node.cancel.acknowledged.
 func TestWorkerOptionsDeliverCancellationPromptly(t *testing.T) {
 	t.Parallel()
-	opts := worker.Options(slog.Default())
+	opts := worker.Options(config.Config{}, slog.Default())
 	if opts.MaxHeartbeatThrottleInterval <= 0 || opts.MaxHeartbeatThrottleInterval > cancelDeliveryBound {
 		t.Fatalf("worker.Options MaxHeartbeatThrottleInterval = %s; want (0, %s] so cancellations reach activities promptly",
 			opts.MaxHeartbeatThrottleInterval, cancelDeliveryBound)

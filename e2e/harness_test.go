@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/signal"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/temporalclient"
 	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/worker"
 )
@@ -40,30 +43,34 @@ func TestMain(m *testing.M) {
 	testinfra.Main(m)
 }
 
-// runHelperWorker is a worker process inside the test binary:
-// configuration from the environment, real store and Temporal client, the
-// same registration as the in-process workers, until killed.
+// runHelperWorker is a worker process inside the test binary, wired as
+// `weft worker` wires it (worker.Serve: contracts published, the
+// interpreter and every activity registered, WEFT_WORKER_DRAIN honoured),
+// plus the drill actions. Like cmd/weft, the first SIGINT/SIGTERM starts
+// a graceful stop and a second one kills the process.
 func runHelperWorker() int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "helper worker:", err); return 1 }
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		return fail(err)
 	}
-	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := store.Open(context.Background(), cfg.DatabaseURL)
 	if err != nil {
 		return fail(err)
 	}
-	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace})
+	defer st.Close()
+	tc, err := temporalclient.Dial(context.Background(), cfg, logger)
 	if err != nil {
 		return fail(err)
 	}
-	w, err := inproc.NewWorker(worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger})
-	if err != nil {
-		return fail(err)
-	}
-	if err := w.Run(sdkworker.InterruptCh()); err != nil {
+	defer tc.Close()
+	if err := worker.Serve(ctx, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Actions: drillActions(st)}); err != nil {
 		return fail(err)
 	}
 	return 0
@@ -89,38 +96,68 @@ type env struct {
 	tenant, other string
 	token         string
 	log           *slog.Logger
+	// dbProxy, when set, stands between the API, the worker processes and
+	// PostgreSQL (the outage drill cuts it); st always connects directly.
+	dbProxy *testinfra.TCPProxy
+	// workflowIDs remembers the Temporal workflow id of runs (workflowID).
+	workflowIDs map[string]string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvOn(t, testinfra.NewDatabase(t))
+}
+
+// newEnvOn is newEnv on the database at dbURL (migrated as the test needs).
+func newEnvOn(t *testing.T, dbURL string) *env {
+	t.Helper()
 	tsrv, tc := testinfra.SharedClient(t)
-	dbURL := testinfra.NewDatabase(t)
 	st, err := store.Open(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 
 	e := &env{t: t, st: st, dbURL: dbURL, tc: tc, temporal: tsrv, queue: "e2e-" + uuid.NewString(),
-		tenant: "tenant-" + uuid.NewString()[:8], other: "other-" + uuid.NewString()[:8],
+		tenant: "tenant-" + uuid.NewString()[:8], other: "other-" + uuid.NewString()[:8], workflowIDs: map[string]string{},
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	e.cfg, err = config.FromEnv(func(string) string { return "" })
 	require.NoError(t, err)
 	e.cfg.DatabaseURL, e.cfg.TemporalAddress, e.cfg.TaskQueue, e.cfg.JWTSecret = dbURL, tsrv.HostPort, e.queue, jwtSecret
 	e.cfg.TemporalUIURL = "http://ui.test"
 	e.keys = testinfra.Keys(t, jwtSecret)
-	// What cmd/weft wires in production: one variable registry and one
-	// resolver shared by publication and the starter, so a simulated draft
-	// compiles exactly as it would publish and templates are checked.
+	e.serveAPI(st)
+	e.token = e.mint(e.tenant, "alice", auth.AllScopes...)
+	return e
+}
+
+// serveAPI (re)starts the env's API over real HTTP on st, wired as
+// cmd/weft wires it: one variable registry and one resolver shared by
+// publication and the starter, so a simulated draft compiles exactly as it
+// would publish and templates are checked.
+func (e *env) serveAPI(st *store.Store) {
+	t := e.t
+	t.Helper()
 	vars, err := variables.Builtin(st)
 	require.NoError(t, err)
 	resolver := catalog.NewResolver(st, vars)
-	e.starter, err = starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: e.queue,
-		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log, Resolver: resolver})
+	e.starter, err = starter.New(starter.Deps{Store: st, Temporal: e.tc, TaskQueue: e.queue,
+		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log, Resolver: resolver, Durability: e.cfg.Durability})
 	require.NoError(t, err)
-	e.srv = httptest.NewServer(api.New(api.Deps{Config: e.cfg, Store: st, Keys: e.keys, Temporal: tc,
+	if e.srv != nil {
+		e.srv.Close()
+	}
+	srv := httptest.NewServer(api.New(api.Deps{Config: e.cfg, Store: st, Keys: e.keys, Temporal: e.tc,
 		Starter: e.starter, Resolver: resolver, Variables: vars, Logger: e.log}))
-	t.Cleanup(e.srv.Close)
-	e.token = e.mint(e.tenant, "alice", auth.AllScopes...)
-	return e
+	t.Cleanup(srv.Close)
+	e.srv = srv
+}
+
+// serveAPIThrough serves the API on a store connected to databaseURL.
+func (e *env) serveAPIThrough(databaseURL string) {
+	e.t.Helper()
+	st, err := store.Open(context.Background(), databaseURL)
+	require.NoError(e.t, err)
+	e.t.Cleanup(st.Close)
+	e.serveAPI(st)
 }
 
 // startWorker runs an in-process worker on the env's task queue with

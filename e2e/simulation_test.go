@@ -55,7 +55,7 @@ func (e *env) startCountingWorker() *counters {
 	}
 	actions, err := catalog.NewRegistry(builtins...)
 	require.NoError(e.t, err)
-	opts := worker.Options(e.log)
+	opts := worker.Options(e.cfg, e.log)
 	if opts.MaxHeartbeatThrottleInterval == 0 {
 		opts.MaxHeartbeatThrottleInterval = cancelDeliveryBound
 	}

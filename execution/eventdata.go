@@ -22,6 +22,9 @@ const (
 	// ReasonRetryWait (node.cancel.acknowledged): the node was between
 	// attempts, so dropping its backoff timer was the whole cancellation.
 	ReasonRetryWait = "RETRY_WAIT"
+	// ReasonRedispatchWait (node.cancel.acknowledged): the node's attempt
+	// was lost to an infrastructure fault and waited to be re-dispatched.
+	ReasonRedispatchWait = "REDISPATCH_WAIT"
 	// ReasonContinueSuggested and ReasonContinueForced (run.continued): why
 	// the run continued as new.
 	ReasonContinueSuggested = "SUGGESTED"
@@ -77,6 +80,12 @@ type EventData struct {
 	// node.retry.scheduled: the computed backoff and the next attempt number.
 	DelayMs     *int64 `json:"delayMs,omitempty"`
 	NextAttempt int    `json:"nextAttempt,omitempty"`
+
+	// node.attempt.lease_lost, node.attempt.infra_retry: the fault's code,
+	// how many re-dispatches the node has had with this one, and (DelayMs)
+	// the wait before it; Attempt and Error say which attempt and why.
+	Code       string `json:"code,omitempty"`
+	Redispatch int    `json:"redispatch,omitempty"`
 
 	// node.cancel.unacknowledged: how long the interpreter waited.
 	WaitedMs int64 `json:"waitedMs,omitempty"`

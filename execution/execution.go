@@ -94,6 +94,16 @@ type Actor struct {
 	Email        string `json:"email,omitempty"`
 }
 
+// RequestedBy is the user behind the actor: a user's own sub, or the user
+// who configured a service actor. Revocations are looked up under it, and
+// action handlers receive it (catalog.Call.RequestedBy) to record who acted.
+func (a Actor) RequestedBy() string {
+	if a.Kind == "service" {
+		return a.ConfiguredBy
+	}
+	return a.Sub
+}
+
 // Origin says what started a run.
 type Origin struct {
 	Kind string `json:"kind"` // api, schedule, webhook, cli
@@ -131,6 +141,10 @@ type RunParams struct {
 	EnqueuedAt  time.Time `json:"enqueuedAt"`
 	// Carry is set when the run continued as new: node states and references only.
 	Carry *Carry `json:"carry,omitempty"`
+	// Durability bounds the re-dispatch of attempts lost to
+	// infrastructure faults (durability.go); nil takes DefaultDurability.
+	// Runs started before weft-infra-redispatch never read it.
+	Durability *Durability `json:"durability,omitempty"`
 	// ForceContinueAsNewAfterEvents is a test knob: when > 0 the interpreter
 	// continues as new once it has recorded that many events in one
 	// execution, as if Temporal had suggested it. The starter leaves it 0.
@@ -171,9 +185,23 @@ type NodeState struct {
 	Port    string `json:"port,omitempty"`   // the port that fired
 	Reason  string `json:"reason,omitempty"` // skip reason (DEAD_INPUT, SETTLED) or error code
 	Error   string `json:"error,omitempty"`
-	// RetryAt is when a waiting node's next attempt is due (live mode); it
-	// lets continue-as-new re-arm the backoff timer with the time left.
+	// RetryAt is when a waiting node's next attempt is due (live mode), or
+	// when a re-dispatched attempt goes out again; it lets continue-as-new
+	// re-arm the timer with the time left.
 	RetryAt *time.Time `json:"retryAt,omitempty"`
+	// Redispatches counts the infrastructure faults (a lost lease, a drained
+	// worker, an unavailable store or provider) after which one of this
+	// node's attempts was dispatched again with the same attempt number.
+	Redispatches int `json:"redispatches,omitempty"`
+	// InfraSince is the node's first infrastructure fault (workflow time):
+	// Durability.MaxRedispatchMs counts from it.
+	InfraSince *time.Time `json:"infraSince,omitempty"`
+	// Redispatch says a running node's attempt is waiting to be dispatched
+	// again (at RetryAt) after an infrastructure fault; Infra is that
+	// fault's code (LEASE_LOST, WORKER_DRAINED, ...), kept as the node's
+	// latest recovery.
+	Redispatch bool   `json:"redispatch,omitempty"`
+	Infra      string `json:"infra,omitempty"`
 }
 
 // NodeInput is what a node activity receives.
@@ -198,6 +226,10 @@ type NodeInput struct {
 	RunStartedAt time.Time `json:"runStartedAt,omitempty"`
 	// VirtualNow is the simulation clock when Mode is simulation.
 	VirtualNow time.Time `json:"virtualNow,omitempty"`
+	// Redispatch counts how often this attempt was dispatched again after
+	// an infrastructure fault (0 for its first dispatch). Side effects key
+	// on (tenant, run, node) regardless.
+	Redispatch int `json:"redispatch,omitempty"`
 }
 
 // NodeResult is what a node activity returns.
@@ -211,10 +243,17 @@ type NodeResult struct {
 
 // Event types (schemaVersion 1).
 const (
-	EventRunStarted             = "run.started"
-	EventNodeStarted            = "node.started"
-	EventNodeAttemptFailed      = "node.attempt.failed"
-	EventNodeRetryScheduled     = "node.retry.scheduled"
+	EventRunStarted         = "run.started"
+	EventNodeStarted        = "node.started"
+	EventNodeAttemptFailed  = "node.attempt.failed"
+	EventNodeRetryScheduled = "node.retry.scheduled"
+	// EventNodeAttemptLeaseLost: the attempt's worker stopped heartbeating;
+	// the same attempt is dispatched again (durability.go).
+	EventNodeAttemptLeaseLost = "node.attempt.lease_lost"
+	// EventNodeAttemptInfraRetry: the attempt met an infrastructure fault
+	// (data.code: WORKER_DRAINED, STORE_UNAVAILABLE, PROVIDER_UNAVAILABLE);
+	// the same attempt is dispatched again.
+	EventNodeAttemptInfraRetry  = "node.attempt.infra_retry"
 	EventNodeCompleted          = "node.completed"
 	EventNodeFailed             = "node.failed"
 	EventNodeSkipped            = "node.skipped"

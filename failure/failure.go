@@ -27,7 +27,10 @@ const (
 	CodeNotPublished        = "NOT_PUBLISHED"
 	CodeRunNotActive        = "RUN_NOT_ACTIVE"
 	CodeUnavailable         = "UNAVAILABLE"
-	CodeInternal            = "INTERNAL"
+	// CodeStoreUnavailable: PostgreSQL cannot be reached right now; the
+	// request changed nothing and may be repeated (503, Retry-After).
+	CodeStoreUnavailable = "STORE_UNAVAILABLE"
+	CodeInternal         = "INTERNAL"
 )
 
 // Error is a coded error safe to show a client. Err, if set, is the internal

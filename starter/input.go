@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/failure"
@@ -17,9 +18,17 @@ import (
 const maxInputIssues = 50
 
 // WorkflowID is the deterministic Temporal workflow id of the run an
-// idempotency key starts: weft-<hex sha256(tenant \x00 workflow key \x00 key)>.
-// The NUL separators keep ("a", "bc") and ("ab", "c") apart; the hash keeps
-// tenant names and keys out of the id shown in the Temporal UI.
+// idempotency key starts: weft-<workflow key>-<hex sha256(tenant \x00
+// workflow key \x00 key)>. The key makes runs recognisable in the Temporal
+// Web UI's list; the hash alone makes the id unique (the NUL separators
+// keep ("a", "bc") and ("ab", "c") apart) and keeps tenant names and
+// idempotency keys out of it. The key part is sanitised to the workflow key
+// syntax and at most maxWorkflowIDKey characters, so the id stays well
+// within Temporal's id length limit whatever it is given.
+//
+// Runs store the id they were started with and every operation reads it
+// from the row, so runs started under the previous form
+// (weft-<hex sha256>) keep working.
 func WorkflowID(tenantID, workflowKey, idempotencyKey string) string {
 	h := sha256.New()
 	h.Write([]byte(tenantID))
@@ -27,7 +36,32 @@ func WorkflowID(tenantID, workflowKey, idempotencyKey string) string {
 	h.Write([]byte(workflowKey))
 	h.Write([]byte{0})
 	h.Write([]byte(idempotencyKey))
-	return "weft-" + hex.EncodeToString(h.Sum(nil))
+	return "weft-" + workflowIDKey(workflowKey) + "-" + hex.EncodeToString(h.Sum(nil))
+}
+
+// maxWorkflowIDKey bounds the workflow key part of a workflow id (workflow
+// keys are at most 63 characters already).
+const maxWorkflowIDKey = 63
+
+// workflowIDKey is key reduced to lowercase letters, digits and '-', at
+// most maxWorkflowIDKey characters ("run" when nothing is left).
+func workflowIDKey(key string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(key) {
+		if b.Len() == maxWorkflowIDKey {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() == 0 {
+		return "run"
+	}
+	return b.String()
 }
 
 // InputHash is hex sha256 of the RFC 8785 canonical form of input, so the

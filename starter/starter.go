@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/weftworks/weft/authz"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
@@ -76,6 +77,10 @@ type Deps struct {
 	// would publish. Nil uses the store for agents and published actions,
 	// as api.New does.
 	Resolver *catalog.Resolver
+	// Durability goes into every run's parameters (config
+	// WEFT_LEASE_TIMEOUT, WEFT_INFRA_MAX_*); zero fields take
+	// execution.DefaultDurability.
+	Durability execution.Durability
 }
 
 // Starter enqueues, starts, sweeps and cancels runs.
@@ -87,6 +92,7 @@ type Starter struct {
 	namespace string
 	log       *slog.Logger
 	resolver  *catalog.Resolver
+	durable   execution.Durability
 }
 
 // New returns a Starter. Store, Temporal and TaskQueue are required.
@@ -112,6 +118,7 @@ func New(d Deps) (*Starter, error) {
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,
 		uiURL: strings.TrimRight(d.UIURL, "/"), namespace: d.Namespace,
 		log: d.Logger.With("component", "starter"), resolver: d.Resolver,
+		durable: d.Durability.WithDefaults(),
 	}, nil
 }
 
@@ -132,6 +139,11 @@ type Request struct {
 	// Fixtures (simulation only) are what simulated nodes return; see
 	// package fixtures.
 	Fixtures json.RawMessage
+	// ToolGrants (actionId@version) narrow what the run's agents may call:
+	// a tool is offered only if it is also listed here. Nil grants no
+	// narrowing; an empty list grants no tool. Part of the idempotency
+	// binding: the same key with other grants is IDEMPOTENCY_CONFLICT.
+	ToolGrants []string
 }
 
 // Trusted is who asks and with which permissions. It comes from the
@@ -143,6 +155,12 @@ type Trusted struct {
 	Actor       execution.Actor
 	Origin      execution.Origin
 	Permissions []string
+	// ToolPolicy is a service actor's tool policy (schedules, webhooks):
+	// its runs' agents are offered only those tools. Nil for a user; a
+	// service actor without one is offered none. Stored with the run (a
+	// policy widened later never reaches it) and not part of the
+	// idempotency binding: a repeated firing answers the run it started.
+	ToolPolicy []string
 }
 
 // Accepted is the answer to an enqueue.
@@ -174,6 +192,12 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	mode, err := checkRequest(&req)
 	if err != nil {
 		return Accepted{}, err
+	}
+	if req.ToolGrants, err = authz.ParseTools("toolGrants", req.ToolGrants); err != nil {
+		return Accepted{}, err
+	}
+	if tc.ToolPolicy, err = authz.ParseTools("toolPolicy", tc.ToolPolicy); err != nil {
+		return Accepted{}, failure.Wrap(err, failure.CodeInternal, "starter: the service actor's tool policy is malformed")
 	}
 	input, err := normalizeInput(req.Input)
 	if err != nil {
@@ -211,9 +235,15 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	// A live run needs every node's permissions in the snapshot. A
 	// simulation calls nothing (no provider, action or business write), so
 	// the runs.execute scope of the route is all it needs.
+	// The snapshot is checked as it stands now: minus what was revoked
+	// from the acting principal (the user, or a service actor's creator).
 	var fx json.RawMessage
 	if mode == execution.ModeLive {
-		if err := checkPermissions(compiled, tc.Permissions); err != nil {
+		revoked, err := s.store.RevokedScopes(ctx, tc.TenantID, tc.Actor.RequestedBy())
+		if err != nil {
+			return Accepted{}, fmt.Errorf("starter: read revocations: %w", err)
+		}
+		if err := checkPermissions(compiled, authz.Effective(tc.Permissions, revoked)); err != nil {
 			return Accepted{}, err
 		}
 	} else if fx, err = checkFixtures(compiled, req.Fixtures); err != nil {
@@ -236,6 +266,8 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 		Origin:        tc.Origin,
 		Actor:         tc.Actor,
 		Permissions:   nonNil(tc.Permissions),
+		ToolGrants:    req.ToolGrants,
+		ToolPolicy:    tc.ToolPolicy,
 		WorkflowID:    WorkflowID(tc.TenantID, req.WorkflowKey, req.IdempotencyKey),
 	}
 	bound, created, err := s.store.CreateRun(ctx, run, req.IdempotencyKey)
@@ -362,7 +394,7 @@ func (s *Starter) notPublished(ctx context.Context, tenant, key string) error {
 // sameRequest decides whether a repeated idempotency key asks for the run
 // it is bound to. A newer publish does not matter (the key stays bound to
 // what it started); other input, another mode, another explicitly named
-// revision or draft revision, or other fixtures do.
+// revision or draft revision, other fixtures or other toolGrants do.
 func sameRequest(bound store.Run, hash string, mode execution.Mode, req Request) error {
 	var why string
 	switch {
@@ -376,6 +408,8 @@ func sameRequest(bound store.Run, hash string, mode execution.Mode, req Request)
 		why = "another draft revision"
 	case mode == execution.ModeSimulation && !sameFixtures(bound.Fixtures, req.Fixtures):
 		why = "other fixtures"
+	case !authz.SameTools(bound.ToolGrants, req.ToolGrants):
+		why = "other toolGrants"
 	default:
 		return nil
 	}
@@ -393,6 +427,7 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 	if err != nil {
 		return err
 	}
+	durable := s.durable
 	params := execution.RunParams{
 		TenantID:    run.TenantID,
 		TenantName:  run.TenantName,
@@ -406,6 +441,7 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 		Origin:      run.Origin,
 		Permissions: nonNil(run.Permissions),
 		EnqueuedAt:  run.CreatedAt,
+		Durability:  &durable,
 	}
 	opts := client.StartWorkflowOptions{
 		ID:                       run.WorkflowID,

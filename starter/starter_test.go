@@ -2,11 +2,15 @@ package starter
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -559,8 +563,23 @@ func TestWorkflowIDAndInputHash(t *testing.T) {
 	if WorkflowID("a", "bc", "d") == WorkflowID("ab", "c", "d") {
 		t.Fatal("separator does not separate")
 	}
-	if id := WorkflowID("t", "k", "i"); !strings.HasPrefix(id, "weft-") || len(id) != 5+64 {
+	if id := WorkflowID("t", "k", "i"); !regexp.MustCompile(`^weft-k-[0-9a-f]{64}$`).MatchString(id) || id != WorkflowID("t", "k", "i") {
 		t.Fatalf("id %s", id)
+	}
+	// The key part is only a label: ids differ whenever tenant, key or
+	// idempotency key do, even where the labels coincide.
+	if WorkflowID("t", "a-b", "i") == WorkflowID("t", "a_b", "i") || WorkflowID("t", "k", "i") == WorkflowID("u", "k", "i") {
+		t.Fatal("ids collide")
+	}
+	if id := WorkflowID("t", "Bad Key/ü", "i"); !regexp.MustCompile(`^weft-bad-key---[0-9a-f]{64}$`).MatchString(id) {
+		t.Fatalf("sanitised id %s", id)
+	}
+	long := WorkflowID("t", strings.Repeat("x", 500), "i")
+	if !strings.HasPrefix(long, "weft-"+strings.Repeat("x", 63)+"-") || len(long) != 5+63+1+64 {
+		t.Fatalf("long key id %s (%d)", long, len(long))
+	}
+	if id := WorkflowID("t", "", "i"); !strings.HasPrefix(id, "weft-run-") {
+		t.Fatalf("empty key id %s", id)
 	}
 	h1, _ := InputHash(json.RawMessage(`{"b":[1,2.0],"a":"x"}`))
 	h2, _ := InputHash(json.RawMessage(`{ "a":"x", "b":[1.0,2] }`))
@@ -635,5 +654,153 @@ func TestRepeatIsAnsweredByItsBindingFirst(t *testing.T) {
 	// The repeat reissued the start of the bound run: still its one workflow.
 	if p := startedParams(t, b.tc, WorkflowID(b.t1, "items", "k")); p.RunID != first.RunID || p.Revision != 1 {
 		t.Fatalf("started params = %+v", p)
+	}
+}
+
+// TestToolGrantsAreBoundWithTheKey: toolGrants are normalized, stored with
+// the run and part of the idempotency binding (not given, empty and a list
+// all differ); a service actor's tool policy is stored but not bound, so a
+// repeated firing answers the run it started.
+func TestToolGrantsAreBoundWithTheKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	in := json.RawMessage(`{"id":"a"}`)
+	enqueue := func(key string, grants []string) (Accepted, error) {
+		return b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: in, IdempotencyKey: key, ToolGrants: grants}, trusted(b.t1))
+	}
+	first, err := enqueue("k", []string{"workspace.notes.write@1", "core.echo@1", "core.echo@1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := b.st.GetRun(ctx, b.t1, first.RunID)
+	if err != nil || !slices.Equal(run.ToolGrants, []string{"core.echo@1", "workspace.notes.write@1"}) || run.ToolPolicy != nil {
+		t.Fatalf("stored grants %#v policy %#v (%v)", run.ToolGrants, run.ToolPolicy, err)
+	}
+	again, err := enqueue("k", []string{"core.echo@1", "workspace.notes.write@1"})
+	if err != nil || again.Created || again.RunID != first.RunID {
+		t.Fatalf("same grants in another order: %+v %v", again, err)
+	}
+	for _, other := range [][]string{{"core.echo@1"}, nil, {}} {
+		_, err := enqueue("k", other)
+		if fe := wantCode(t, err, failure.CodeIdempotencyConflict); !strings.Contains(fe.Message, "toolGrants") || fe.Details["runId"] != first.RunID {
+			t.Fatalf("grants %#v: %v", other, fe)
+		}
+	}
+	// Not given and empty are bound apart too.
+	none, err := enqueue("k-none", []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, _ := b.st.GetRun(ctx, b.t1, none.RunID); run.ToolGrants == nil || len(run.ToolGrants) != 0 {
+		t.Fatalf("empty grants stored as %#v", run.ToolGrants)
+	}
+	_, err = enqueue("k-none", nil)
+	wantCode(t, err, failure.CodeIdempotencyConflict)
+
+	// A malformed grant is refused before anything is stored.
+	n := countRuns(t, b.st)
+	_, err = enqueue("k-bad", []string{"core.echo@1", "core.echo"})
+	if fe := wantCode(t, err, failure.CodeInvalidRequest); fe.Details["field"] != "toolGrants" || fe.Details["index"] != 1 {
+		t.Fatalf("details %v", fe.Details)
+	}
+	if countRuns(t, b.st) != n {
+		t.Fatal("a refused enqueue stored a run")
+	}
+
+	// A service actor's policy is stored with the run, and a repeated
+	// firing after the policy changed answers the run it started.
+	svc := Trusted{TenantID: b.t1, Actor: execution.Actor{Kind: "service", Sub: "schedule:sch_x", ConfiguredBy: "alice"},
+		Origin: execution.Origin{Kind: "schedule", ID: "sch_x"}, ToolPolicy: []string{"core.echo@1"}}
+	fired, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: in, IdempotencyKey: "sch_x@t"}, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, _ := b.st.GetRun(ctx, b.t1, fired.RunID); !slices.Equal(run.ToolPolicy, []string{"core.echo@1"}) || run.ToolGrants != nil {
+		t.Fatalf("service run grants %#v policy %#v", run.ToolGrants, run.ToolPolicy)
+	}
+	svc.ToolPolicy = []string{}
+	refired, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: in, IdempotencyKey: "sch_x@t"}, svc)
+	if err != nil || refired.Created || refired.RunID != fired.RunID {
+		t.Fatalf("repeated firing: %+v %v", refired, err)
+	}
+}
+
+// TestEnqueueChecksTheSnapshotMinusRevocations: a scope revoked from the
+// user is not in the snapshot the enqueue checks, although the token still
+// holds it.
+func TestEnqueueChecksTheSnapshotMinusRevocations(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "notes", notesGraph)
+	if err := b.st.Revoke(ctx, b.t1, "alice", "notes.write"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: "k"}, trusted(b.t1, "notes.write"))
+	if fe := wantCode(t, err, failure.CodePermissionDenied); !slices.Equal(fe.Details["missing"].([]string), []string{"notes.write"}) {
+		t.Fatalf("details %v", fe.Details)
+	}
+	// Another user is not concerned; removing the revocation restores alice.
+	bob := trusted(b.t1, "notes.write")
+	bob.Actor.Sub = "bob"
+	if _, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: "kb"}, bob); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.st.Unrevoke(ctx, b.t1, "alice", "notes.write"); err != nil {
+		t.Fatal(err)
+	}
+	acc, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: "k"}, trusted(b.t1, "notes.write"))
+	if err != nil || !acc.Created {
+		t.Fatalf("after the revocation was removed: %+v %v", acc, err)
+	}
+}
+
+// TestRunsUnderTheLegacyWorkflowIDKeepWorking: a run bound before workflow
+// ids carried the key keeps its stored id (weft-<hex sha256>): a repeated
+// enqueue of its key starts and answers that run under that id, and a
+// cancel addresses it.
+func TestRunsUnderTheLegacyWorkflowIDKeepWorking(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "items", itemGraph)
+	srv, _ := testinfra.SharedTemporal()
+	// Bind the key without starting (a failed start), then give the row
+	// the id the previous release derived.
+	broken, err := client.Dial(client.Options{HostPort: srv.HostPort, Namespace: "no-such-namespace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broken.Close()
+	down, _ := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+	req := Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "legacy"}
+	first, err := down.Enqueue(ctx, req, trusted(b.t1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256([]byte(b.t1 + "\x00items\x00legacy"))
+	legacy := "weft-" + hex.EncodeToString(h[:])
+	if _, err := b.st.Pool.Exec(ctx, `UPDATE runs SET workflow_id = $2 WHERE run_id = $1`, first.RunID, legacy); err != nil {
+		t.Fatal(err)
+	}
+
+	again, err := b.starter.Enqueue(ctx, req, trusted(b.t1))
+	if err != nil || again.Created || again.RunID != first.RunID {
+		t.Fatalf("repeat = %+v, %v", again, err)
+	}
+	if p := startedParams(t, b.tc, legacy); p.RunID != first.RunID {
+		t.Fatalf("legacy workflow runs %s, want %s", p.RunID, first.RunID)
+	}
+	if _, err := b.tc.DescribeWorkflow(ctx, WorkflowID(b.t1, "items", "legacy"), ""); err == nil {
+		t.Fatal("a second workflow was started under the new id")
+	}
+	if err := b.starter.Cancel(ctx, b.t1, first.RunID, execution.Actor{Kind: "user", Sub: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if !cancelRequested(t, b.tc, legacy) {
+		t.Fatal("the cancel did not reach the legacy workflow")
 	}
 }

@@ -424,6 +424,9 @@ type AgentTranscript struct {
 	// Attempt is the attempt that saved it; a save from an older attempt is
 	// refused (STALE_ATTEMPT), so a lost worker cannot overwrite progress.
 	Attempt int
+	// Dispatch is the attempt's re-dispatch count (infrastructure faults);
+	// within one attempt, a save from an earlier dispatch is stale too.
+	Dispatch int
 	// Turn counts completed model turns.
 	Turn int
 	// Transcript is the agents package's transcript JSON.
@@ -477,7 +480,8 @@ type Usage struct {
 
 // SaveAgentTranscript saves t (insert or replace) and, in the same
 // transaction, adds usage (may be nil) to the run's totals. A save from an
-// attempt older than the stored one is refused with STALE_ATTEMPT and
+// attempt older than the stored one (or an earlier dispatch of the same
+// attempt) is refused with STALE_ATTEMPT and
 // changes nothing. Append t.Outbox with AppendEvents afterwards.
 func (s *Store) SaveAgentTranscript(ctx context.Context, t AgentTranscript, usage *Usage) error {
 	if t.TenantID == "" || t.RunID == "" || t.NodeID == "" || t.Attempt < 1 || !json.Valid(t.Transcript) {
@@ -493,14 +497,14 @@ func (s *Store) SaveAgentTranscript(ctx context.Context, t AgentTranscript, usag
 	}
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO agent_transcripts (tenant_id, run_id, node_id, agent_key, agent_revision,
-				attempt, turn, transcript, ledger_keys)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+				attempt, dispatch, turn, transcript, ledger_keys)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 			ON CONFLICT (tenant_id, run_id, node_id) DO UPDATE SET
 				agent_key = EXCLUDED.agent_key, agent_revision = EXCLUDED.agent_revision, attempt = EXCLUDED.attempt,
-				turn = EXCLUDED.turn, transcript = EXCLUDED.transcript, ledger_keys = EXCLUDED.ledger_keys,
-				updated_at = now()
-			WHERE agent_transcripts.attempt <= EXCLUDED.attempt`,
-			t.TenantID, t.RunID, t.NodeID, t.AgentKey, t.AgentRevision, t.Attempt, t.Turn, env, keys)
+				dispatch = EXCLUDED.dispatch, turn = EXCLUDED.turn, transcript = EXCLUDED.transcript,
+				ledger_keys = EXCLUDED.ledger_keys, updated_at = now()
+			WHERE (agent_transcripts.attempt, agent_transcripts.dispatch) <= (EXCLUDED.attempt, EXCLUDED.dispatch)`,
+			t.TenantID, t.RunID, t.NodeID, t.AgentKey, t.AgentRevision, t.Attempt, t.Dispatch, t.Turn, env, keys)
 		if isUnstorableJSON(err) {
 			return failure.Wrap(err, failure.CodeInvalidRequest, "the transcript cannot be stored: %s", pgMessage(err))
 		}

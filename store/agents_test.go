@@ -176,6 +176,33 @@ func TestAgentTranscriptsFenceAttemptsAndUsageAddsUp(t *testing.T) {
 	require.ErrorIs(t, st.AddUsage(ctx, "t2", run, store.Usage{Calls: 1}), failure.ErrNotFound, "another tenant's run")
 }
 
+// An attempt re-dispatched after a lost lease keeps its attempt number; a
+// save from its earlier dispatch (a worker presumed lost but still
+// running) is stale once the later dispatch has saved.
+func TestAgentTranscriptsFenceDispatchesOfOneAttempt(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	ctx := context.Background()
+	run := newRun(t, st, "t1")
+	tr := store.AgentTranscript{TenantID: "t1", RunID: run, NodeID: "n", AgentKey: "a", AgentRevision: 1,
+		Attempt: 1, Turn: 1, Transcript: json.RawMessage(`{"v":"first dispatch"}`)}
+	require.NoError(t, st.SaveAgentTranscript(ctx, tr, nil))
+	later := tr
+	later.Dispatch, later.Transcript = 1, json.RawMessage(`{"v":"re-dispatched"}`)
+	require.NoError(t, st.SaveAgentTranscript(ctx, later, nil))
+
+	zombie := tr
+	zombie.Turn, zombie.Transcript = 2, json.RawMessage(`{"v":"zombie"}`)
+	require.Equal(t, store.CodeStaleAttempt, failure.CodeOf(st.SaveAgentTranscript(ctx, zombie, nil)))
+	got, err := st.GetAgentTranscript(ctx, "t1", run, "n")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"v":"re-dispatched"}`, string(got.Transcript))
+
+	next := tr
+	next.Attempt, next.Transcript = 2, json.RawMessage(`{"v":"next attempt"}`)
+	require.NoError(t, st.SaveAgentTranscript(ctx, next, nil), "a later attempt outranks any dispatch of an earlier one")
+}
+
 func TestLedgerLookupAndRecord(t *testing.T) {
 	t.Parallel()
 	st := testinfra.NewStore(t)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/store"
 )
 
 // BenchmarkAppendEvents2 is the interpreter's flush for one node of a chain:
@@ -44,6 +45,39 @@ func BenchmarkCommitBaseline(b *testing.B) {
 		i++
 		if _, err := st.Pool.Exec(ctx, `INSERT INTO bench_rows VALUES ($1, 'x')`, i); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRunAuthority is what re-authorizing one agent tool call costs:
+// one query reading a schedule run's row, its creator's revocations (with
+// 50 rows of other users beside them) and the schedule's current policy.
+func BenchmarkRunAuthority(b *testing.B) {
+	st := testinfra.NewStore(b)
+	ctx := context.Background()
+	if _, err := st.CreateWorkflow(ctx, "t1", "wf", []byte(`{}`), "alice"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.CreateSchedule(ctx, store.Schedule{TenantID: "t1", ScheduleID: "sch_1", WorkflowKey: "wf",
+		Spec: store.ScheduleSpec{Every: "1h"}, CreatedBy: "alice", Scopes: []string{"notes.write"}, TemporalScheduleID: "ts",
+		ToolPolicy: []string{"core.echo@1", "workspace.notes.write@1"}}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 50 {
+		if err := st.Revoke(ctx, "t1", fmt.Sprintf("user-%d", i), "notes.write"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := st.Revoke(ctx, "t1", "alice", "crm.write"); err != nil {
+		b.Fatal(err)
+	}
+	run := newActedRun(b, st, execution.Actor{Kind: "service", Sub: "schedule:sch_1", ConfiguredBy: "alice"},
+		execution.Origin{Kind: "schedule", ID: "sch_1"}, nil, []string{"core.echo@1"})
+	b.ReportAllocs()
+	for b.Loop() {
+		a, err := st.RunAuthority(ctx, "t1", run)
+		if err != nil || a.Bridge == nil || len(a.Revoked) != 1 {
+			b.Fatalf("%+v %v", a, err)
 		}
 	}
 }

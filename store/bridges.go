@@ -43,8 +43,15 @@ type Schedule struct {
 	TenantName         string
 	Scopes             []string
 	TemporalScheduleID string
-	CreatedAt          time.Time
-	DeletedAt          *time.Time
+	// ToolPolicy is the schedule's tool policy (actionId@version, sorted):
+	// the only tools its runs' agents may be offered; empty offers none.
+	ToolPolicy []string
+	// ToolPolicyUpdatedBy and ToolPolicyUpdatedAt say who set the policy
+	// last (the creator at creation) and when.
+	ToolPolicyUpdatedBy string
+	ToolPolicyUpdatedAt time.Time
+	CreatedAt           time.Time
+	DeletedAt           *time.Time
 }
 
 // Webhook is one row of webhooks. The secret is kept encrypted; the store
@@ -58,8 +65,13 @@ type Webhook struct {
 	CreatedBy        string
 	TenantName       string
 	Scopes           []string
-	CreatedAt        time.Time
-	DeletedAt        *time.Time
+	// ToolPolicy, ToolPolicyUpdatedBy and ToolPolicyUpdatedAt are as on a
+	// Schedule.
+	ToolPolicy          []string
+	ToolPolicyUpdatedBy string
+	ToolPolicyUpdatedAt time.Time
+	CreatedAt           time.Time
+	DeletedAt           *time.Time
 }
 
 // BridgeCursor is a keyset position in a schedules or webhooks list, which
@@ -133,11 +145,12 @@ func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, erro
 		input = json.RawMessage("null")
 	}
 	row := s.Pool.QueryRow(ctx, `INSERT INTO schedules
-		(tenant_id, schedule_id, workflow_key, spec, input, paused, created_by, tenant_name, scopes, temporal_schedule_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		(tenant_id, schedule_id, workflow_key, spec, input, paused, created_by, tenant_name, scopes, temporal_schedule_id,
+		 tool_policy, tool_policy_updated_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $7)
 		RETURNING `+scheduleColumns,
 		sc.TenantID, sc.ScheduleID, sc.WorkflowKey, spec, []byte(input), sc.Paused, sc.CreatedBy,
-		sc.TenantName, nonNilScopes(sc.Scopes), sc.TemporalScheduleID)
+		sc.TenantName, nonNilScopes(sc.Scopes), sc.TemporalScheduleID, nonNilScopes(sc.ToolPolicy))
 	out, err := scanSchedule(row)
 	switch {
 	case isForeignKeyViolation(err):
@@ -151,13 +164,14 @@ func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, erro
 }
 
 const scheduleColumns = `tenant_id, schedule_id, workflow_key, spec, input, paused, created_by, tenant_name,
-	scopes, temporal_schedule_id, created_at, deleted_at`
+	scopes, temporal_schedule_id, tool_policy, tool_policy_updated_by, tool_policy_updated_at, created_at, deleted_at`
 
 func scanSchedule(row pgx.Row) (Schedule, error) {
 	var sc Schedule
 	var spec []byte
 	err := row.Scan(&sc.TenantID, &sc.ScheduleID, &sc.WorkflowKey, &spec, &sc.Input, &sc.Paused,
-		&sc.CreatedBy, &sc.TenantName, &sc.Scopes, &sc.TemporalScheduleID, &sc.CreatedAt, &sc.DeletedAt)
+		&sc.CreatedBy, &sc.TenantName, &sc.Scopes, &sc.TemporalScheduleID,
+		&sc.ToolPolicy, &sc.ToolPolicyUpdatedBy, &sc.ToolPolicyUpdatedAt, &sc.CreatedAt, &sc.DeletedAt)
 	if err != nil {
 		return Schedule{}, err
 	}
@@ -165,6 +179,7 @@ func scanSchedule(row pgx.Row) (Schedule, error) {
 		return Schedule{}, fmt.Errorf("store: schedule %s spec: %w", sc.ScheduleID, err)
 	}
 	sc.Scopes = nonNilScopes(sc.Scopes)
+	sc.ToolPolicy = nonNilScopes(sc.ToolPolicy)
 	return sc, nil
 }
 
@@ -220,11 +235,12 @@ func (s *Store) CreateWebhook(ctx context.Context, w Webhook) (Webhook, error) {
 		return Webhook{}, failure.New(failure.CodeInternal, "store: webhook needs tenant, id, workflow key, creator and an encrypted secret")
 	}
 	row := s.Pool.QueryRow(ctx, `INSERT INTO webhooks
-		(tenant_id, webhook_id, workflow_key, secret_ciphertext, secret_nonce, created_by, tenant_name, scopes)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		(tenant_id, webhook_id, workflow_key, secret_ciphertext, secret_nonce, created_by, tenant_name, scopes,
+		 tool_policy, tool_policy_updated_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $6)
 		RETURNING `+webhookColumns,
 		w.TenantID, w.WebhookID, w.WorkflowKey, w.SecretCiphertext, w.SecretNonce, w.CreatedBy,
-		w.TenantName, nonNilScopes(w.Scopes))
+		w.TenantName, nonNilScopes(w.Scopes), nonNilScopes(w.ToolPolicy))
 	out, err := scanWebhook(row)
 	switch {
 	case isForeignKeyViolation(err):
@@ -238,16 +254,18 @@ func (s *Store) CreateWebhook(ctx context.Context, w Webhook) (Webhook, error) {
 }
 
 const webhookColumns = `tenant_id, webhook_id, workflow_key, secret_ciphertext, secret_nonce, created_by,
-	tenant_name, scopes, created_at, deleted_at`
+	tenant_name, scopes, tool_policy, tool_policy_updated_by, tool_policy_updated_at, created_at, deleted_at`
 
 func scanWebhook(row pgx.Row) (Webhook, error) {
 	var w Webhook
 	err := row.Scan(&w.TenantID, &w.WebhookID, &w.WorkflowKey, &w.SecretCiphertext, &w.SecretNonce,
-		&w.CreatedBy, &w.TenantName, &w.Scopes, &w.CreatedAt, &w.DeletedAt)
+		&w.CreatedBy, &w.TenantName, &w.Scopes, &w.ToolPolicy, &w.ToolPolicyUpdatedBy, &w.ToolPolicyUpdatedAt,
+		&w.CreatedAt, &w.DeletedAt)
 	if err != nil {
 		return Webhook{}, err
 	}
 	w.Scopes = nonNilScopes(w.Scopes)
+	w.ToolPolicy = nonNilScopes(w.ToolPolicy)
 	return w, nil
 }
 
@@ -282,6 +300,46 @@ func (s *Store) ListWebhooks(ctx context.Context, tenantID, workflowKey string, 
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Webhook, error) { return scanWebhook(row) })
 }
 
+// GetWebhook returns a webhook of tenant, deleted or not (DeletedAt
+// tells); another tenant's webhook is failure.ErrNotFound.
+func (s *Store) GetWebhook(ctx context.Context, tenantID, webhookID string) (Webhook, error) {
+	row := s.Pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks
+		WHERE tenant_id = $1 AND webhook_id = $2`, tenantID, webhookID)
+	w, err := scanWebhook(row)
+	if err != nil {
+		return Webhook{}, notFound(err)
+	}
+	return w, nil
+}
+
+// SetScheduleToolPolicy replaces the tool policy of a live schedule of
+// (tenant, workflow key) and returns the schedule. A missing, deleted or
+// foreign schedule is failure.ErrNotFound. The caller checks the policy.
+func (s *Store) SetScheduleToolPolicy(ctx context.Context, tenantID, workflowKey, scheduleID string, policy []string, by string) (Schedule, error) {
+	row := s.Pool.QueryRow(ctx, `UPDATE schedules
+		SET tool_policy = $4, tool_policy_updated_by = $5, tool_policy_updated_at = now()
+		WHERE tenant_id = $1 AND workflow_key = $2 AND schedule_id = $3 AND deleted_at IS NULL
+		RETURNING `+scheduleColumns, tenantID, workflowKey, scheduleID, nonNilScopes(policy), by)
+	sc, err := scanSchedule(row)
+	if err != nil {
+		return Schedule{}, notFound(err)
+	}
+	return sc, nil
+}
+
+// SetWebhookToolPolicy is SetScheduleToolPolicy for a webhook.
+func (s *Store) SetWebhookToolPolicy(ctx context.Context, tenantID, workflowKey, webhookID string, policy []string, by string) (Webhook, error) {
+	row := s.Pool.QueryRow(ctx, `UPDATE webhooks
+		SET tool_policy = $4, tool_policy_updated_by = $5, tool_policy_updated_at = now()
+		WHERE tenant_id = $1 AND workflow_key = $2 AND webhook_id = $3 AND deleted_at IS NULL
+		RETURNING `+webhookColumns, tenantID, workflowKey, webhookID, nonNilScopes(policy), by)
+	w, err := scanWebhook(row)
+	if err != nil {
+		return Webhook{}, notFound(err)
+	}
+	return w, nil
+}
+
 // DeleteWebhook marks a live webhook of (tenant, workflow key) deleted. A
 // missing, already deleted or foreign webhook is failure.ErrNotFound.
 func (s *Store) DeleteWebhook(ctx context.Context, tenantID, workflowKey, webhookID string) error {
@@ -297,8 +355,10 @@ func (s *Store) DeleteWebhook(ctx context.Context, tenantID, workflowKey, webhoo
 	return nil
 }
 
-// Revocation is one row of revocations: scope withdrawn from every service
-// actor (schedule, webhook) Sub configured in the tenant.
+// Revocation is one row of revocations: scope withdrawn from Sub in the
+// tenant — from the runs Sub started (from their next tool call or node
+// attempt on) and from every service actor (schedule, webhook) Sub
+// configured.
 type Revocation struct {
 	TenantID  string
 	Sub       string
@@ -321,8 +381,8 @@ func scanRevocation(row pgx.CollectableRow) (Revocation, error) {
 	return r, err
 }
 
-// AddRevocation withdraws scope from every service actor sub configured in
-// tenant. It returns the revocation and whether this call created it:
+// AddRevocation withdraws scope from sub in tenant: from sub's own runs and
+// every service actor sub configured. It returns the revocation and whether this call created it:
 // adding an existing revocation returns that row (its CreatedAt) with
 // created false.
 func (s *Store) AddRevocation(ctx context.Context, tenantID, sub, scope string) (Revocation, bool, error) {

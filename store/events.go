@@ -41,8 +41,10 @@ var sensitiveKeyParts = []string{
 	"authorization", "credential", "private_key", "cookie", "reasoning",
 }
 
-// eventTypePattern is the shape of event type names ("node.attempt.failed").
-var eventTypePattern = regexp.MustCompile(`^[a-z][a-z0-9]*(\.[a-z][a-z0-9]*)*$`)
+// eventTypePattern is the shape of event type names: dotted lowercase
+// segments, snake_case within one ("node.attempt.failed",
+// "node.attempt.lease_lost").
+var eventTypePattern = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
 
 // Event is one stored, hash-chained event of a run.
 type Event struct {
@@ -149,6 +151,11 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 			if _, err := tx.Exec(ctx, `UPDATE runs SET last_seq = $2, last_hash = $3, updated_at = now()
 				WHERE run_id = $1`, runID, lastSeq, lastHash); err != nil {
 				return err
+			}
+			// Delivered at commit, never for a rolled-back batch: wakes the
+			// event streams of this run (EventFeed) in every API process.
+			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, runID); err != nil {
+				return fmt.Errorf("notify: %w", err)
 			}
 		}
 		return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, projectionTime(events))

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 )
 
@@ -22,15 +23,21 @@ const NotesTool = "workspace.notes.write@1"
 var ErrLedgerConflict = errors.New("store: idempotency key already used with another input")
 
 // Note is one note written by workspace.notes.write@1, with the run and node
-// that wrote it.
+// that wrote it and who acted.
 type Note struct {
-	NoteID    string
-	TenantID  string
-	RunID     string
-	NodeID    string
-	Title     string
-	Body      json.RawMessage
-	CreatedAt time.Time
+	NoteID   string
+	TenantID string
+	RunID    string
+	NodeID   string
+	// Actor is who the run acted for (for a schedule's or webhook's run the
+	// service actor naming it, with configuredBy); RequestedBy is the user
+	// behind it. Nil and "" for a note whose run was gone when the actor
+	// was first recorded (migration 00007).
+	Actor       *execution.Actor
+	RequestedBy string
+	Title       string
+	Body        json.RawMessage
+	CreatedAt   time.Time
 }
 
 // NoteCursor is a keyset position in the notes list, ordered by
@@ -48,8 +55,9 @@ func (n Note) Cursor() NoteCursor { return NoteCursor{CreatedAt: n.CreatedAt, No
 // to inputHash, then inserts the note. A key already claimed with the same
 // input hash returns the first note's id without writing again (a retried or
 // replayed attempt); with another input hash it fails closed with
-// IDEMPOTENCY_CONFLICT (errors.Is(err, ErrLedgerConflict)).
-func (s *Store) WriteNoteOnce(ctx context.Context, tenantID, runID, nodeID, ledgerKey, inputHash, title string, body json.RawMessage) (noteID string, err error) {
+// IDEMPOTENCY_CONFLICT (errors.Is(err, ErrLedgerConflict)). The note records
+// author, the actor the run acts for, and its RequestedBy.
+func (s *Store) WriteNoteOnce(ctx context.Context, tenantID, runID, nodeID, ledgerKey, inputHash, title string, body json.RawMessage, author execution.Actor) (noteID string, err error) {
 	if tenantID == "" || ledgerKey == "" || inputHash == "" {
 		return "", failure.New(failure.CodeInvalidRequest, "tenant, ledger key and input hash are required")
 	}
@@ -62,6 +70,10 @@ func (s *Store) WriteNoteOnce(ctx context.Context, tenantID, runID, nodeID, ledg
 	}
 	candidate := id.String()
 	result, err := json.Marshal(map[string]string{"noteId": candidate})
+	if err != nil {
+		return "", err
+	}
+	actor, err := json.Marshal(author)
 	if err != nil {
 		return "", err
 	}
@@ -80,8 +92,9 @@ func (s *Store) WriteNoteOnce(ctx context.Context, tenantID, runID, nodeID, ledg
 			noteID = r.NoteID
 			return nil
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO notes (note_id, tenant_id, run_id, node_id, title, body)
-			VALUES ($1, $2, $3, $4, $5, $6)`, candidate, tenantID, runID, nodeID, title, []byte(body))
+		_, err = tx.Exec(ctx, `INSERT INTO notes (note_id, tenant_id, run_id, node_id, title, body, actor, requested_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, candidate, tenantID, runID, nodeID, title, []byte(body),
+			actor, author.RequestedBy())
 		if isUnstorableJSON(err) {
 			return failure.Wrap(err, failure.CodeInvalidRequest, "note body cannot be stored: %s", pgMessage(err))
 		}
@@ -142,7 +155,8 @@ func (s *Store) ListNotes(ctx context.Context, tenantID string, limit int, befor
 	if before != nil {
 		beforeAt, beforeID = &before.CreatedAt, &before.NoteID
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT note_id, tenant_id, run_id, node_id, title, body, created_at FROM notes
+	rows, err := s.Pool.Query(ctx, `SELECT note_id, tenant_id, run_id, node_id, title, body, created_at,
+		actor, COALESCE(requested_by, '') FROM notes
 		WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, note_id) < ($2, $3::text))
 		ORDER BY created_at DESC, note_id DESC
 		LIMIT $4`, tenantID, beforeAt, beforeID, limit)
@@ -151,8 +165,18 @@ func (s *Store) ListNotes(ctx context.Context, tenantID string, limit int, befor
 	}
 	notes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Note, error) {
 		var n Note
-		err := r.Scan(&n.NoteID, &n.TenantID, &n.RunID, &n.NodeID, &n.Title, &n.Body, &n.CreatedAt)
-		return n, err
+		var actor []byte
+		if err := r.Scan(&n.NoteID, &n.TenantID, &n.RunID, &n.NodeID, &n.Title, &n.Body, &n.CreatedAt,
+			&actor, &n.RequestedBy); err != nil {
+			return n, err
+		}
+		if len(actor) > 0 {
+			n.Actor = &execution.Actor{}
+			if err := json.Unmarshal(actor, n.Actor); err != nil {
+				return n, fmt.Errorf("note %s actor: %w", n.NoteID, err)
+			}
+		}
+		return n, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: list notes: %w", err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/store"
@@ -23,7 +24,7 @@ func TestWriteNoteOnceIsExactlyOncePerKey(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id, err := st.WriteNoteOnce(ctx, "t1", "r1", "save", "t1/r1/save", "h1", "Item a", body)
+			id, err := st.WriteNoteOnce(ctx, "t1", "r1", "save", "t1/r1/save", "h1", "Item a", body, scheduleActor)
 			if err != nil {
 				t.Error(err)
 			}
@@ -36,12 +37,12 @@ func TestWriteNoteOnceIsExactlyOncePerKey(t *testing.T) {
 			t.Fatalf("ids differ: %v", ids)
 		}
 	}
-	_, err := st.WriteNoteOnce(ctx, "t1", "r1", "save", "t1/r1/save", "h2", "Item b", body)
+	_, err := st.WriteNoteOnce(ctx, "t1", "r1", "save", "t1/r1/save", "h2", "Item b", body, scheduleActor)
 	if !errors.Is(err, store.ErrLedgerConflict) || failure.CodeOf(err) != failure.CodeIdempotencyConflict {
 		t.Fatalf("other input: %v", err)
 	}
 	// The same key in another tenant is another note.
-	other, err := st.WriteNoteOnce(ctx, "t2", "r9", "save", "t1/r1/save", "h1", "x", body)
+	other, err := st.WriteNoteOnce(ctx, "t2", "r9", "save", "t1/r1/save", "h1", "x", body, execution.Actor{Kind: "user", Sub: "mallory"})
 	if err != nil || other == ids[0] {
 		t.Fatalf("other tenant: %s %v", other, err)
 	}
@@ -52,7 +53,14 @@ func TestWriteNoteOnceIsExactlyOncePerKey(t *testing.T) {
 	if len(notes) != 1 || notes[0].NoteID != ids[0] || notes[0].RunID != "r1" || notes[0].NodeID != "save" || notes[0].Title != "Item a" {
 		t.Fatalf("notes: %+v", notes)
 	}
+	// The note names who acted: the schedule's service actor and the user
+	// who configured it.
+	if notes[0].Actor == nil || *notes[0].Actor != scheduleActor || notes[0].RequestedBy != "alice" {
+		t.Fatalf("author: %+v %q", notes[0].Actor, notes[0].RequestedBy)
+	}
 }
+
+var scheduleActor = execution.Actor{Kind: "service", Sub: "schedule:sch_a", ConfiguredBy: "alice"}
 
 func TestListNotesPages(t *testing.T) {
 	t.Parallel()
@@ -60,7 +68,7 @@ func TestListNotesPages(t *testing.T) {
 	ctx := context.Background()
 	for i := range 5 {
 		key := string(rune('a' + i))
-		if _, err := st.WriteNoteOnce(ctx, "t1", "r", "n", key, "h", key, json.RawMessage(`1`)); err != nil {
+		if _, err := st.WriteNoteOnce(ctx, "t1", "r", "n", key, "h", key, json.RawMessage(`1`), execution.Actor{Kind: "user", Sub: "ada"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -35,6 +35,15 @@ type Run struct {
 	Origin        execution.Origin
 	Actor         execution.Actor
 	Permissions   []string
+	// ToolGrants are the enqueue's toolGrants (actionId@version, sorted),
+	// narrowing what the run's agents may call; nil when none were given
+	// (no narrowing), empty when the enqueue granted no tool. Part of the
+	// idempotency binding.
+	ToolGrants []string
+	// ToolPolicy is a schedule's or webhook's tool policy when it started
+	// the run (nil for a user's run): a policy widened later never reaches
+	// the run.
+	ToolPolicy    []string
 	Fixtures      json.RawMessage
 	WorkflowID    string
 	TemporalRunID string
@@ -58,6 +67,7 @@ func (r Run) Cursor() RunCursor { return RunCursor{CreatedAt: r.CreatedAt, RunID
 type RunFilter struct {
 	WorkflowKey string
 	Status      string
+	Mode        string
 	// Before returns only runs strictly older than the cursor (the next page).
 	Before *RunCursor
 	// Limit defaults to DefaultRunPageSize and is capped at MaxRunPageSize.
@@ -73,7 +83,7 @@ const (
 // runColumns is the column list every run query scans with scanRun.
 const runColumns = `run_id, tenant_id, tenant_name, workflow_key, revision, draft_revision, checksum, mode, status,
 	input, input_hash, output, error, origin, actor, permissions, fixtures, workflow_id,
-	COALESCE(temporal_run_id, ''), usage, created_at, started_at, finished_at`
+	COALESCE(temporal_run_id, ''), usage, created_at, started_at, finished_at, tool_grants, tool_policy`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
@@ -81,7 +91,7 @@ func scanRun(row pgx.Row) (Run, error) {
 	err := row.Scan(&r.RunID, &r.TenantID, &r.TenantName, &r.WorkflowKey, &r.Revision, &r.DraftRevision, &r.Checksum,
 		&r.Mode, &r.Status, &r.Input, &r.InputHash, &r.Output, &r.Error, &origin, &actor,
 		&r.Permissions, &r.Fixtures, &r.WorkflowID, &r.TemporalRunID, &r.Usage,
-		&r.CreatedAt, &r.StartedAt, &r.FinishedAt)
+		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.ToolGrants, &r.ToolPolicy)
 	if err != nil {
 		return Run{}, err
 	}
@@ -99,6 +109,16 @@ func scanRun(row pgx.Row) (Run, error) {
 
 func collectRuns(rows pgx.Rows) ([]Run, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Run, error) { return scanRun(row) })
+}
+
+// nullableList stores a nil list as SQL NULL and any other (even empty) as
+// an array: for tool grants and policies nil means "not narrowed" and
+// empty means "nothing".
+func nullableList(l []string) any {
+	if l == nil {
+		return nil
+	}
+	return l
 }
 
 // nullJSON stores an empty RawMessage as SQL NULL.
@@ -154,11 +174,13 @@ func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (ru
 		}
 		run, err = scanRun(tx.QueryRow(ctx, `
 			INSERT INTO runs (run_id, tenant_id, workflow_key, revision, draft_revision, checksum, mode, status,
-				input, input_hash, origin, actor, permissions, fixtures, workflow_id, usage, tenant_name)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12, $13, $14, $15, $16)
+				input, input_hash, origin, actor, permissions, fixtures, workflow_id, usage, tenant_name,
+				tool_grants, tool_policy)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 			RETURNING `+runColumns,
 			r.RunID, r.TenantID, r.WorkflowKey, r.Revision, r.DraftRevision, r.Checksum, r.Mode,
-			[]byte(r.Input), r.InputHash, origin, actor, perms, nullJSON(r.Fixtures), r.WorkflowID, []byte(usage), r.TenantName))
+			[]byte(r.Input), r.InputHash, origin, actor, perms, nullJSON(r.Fixtures), r.WorkflowID, []byte(usage), r.TenantName,
+			nullableList(r.ToolGrants), nullableList(r.ToolPolicy)))
 		if isUnstorableJSON(err) {
 			return failure.Wrap(err, failure.CodeInvalidInput, "the run input cannot be stored: %s", pgMessage(err))
 		}
@@ -267,9 +289,10 @@ func (s *Store) ListRuns(ctx context.Context, tenantID string, f RunFilter) ([]R
 		  AND ($2 = '' OR workflow_key = $2)
 		  AND ($3 = '' OR status = $3)
 		  AND ($4::timestamptz IS NULL OR (created_at, run_id) < ($4, $5::text))
+		  AND ($7 = '' OR mode = $7)
 		ORDER BY created_at DESC, run_id DESC
 		LIMIT $6`,
-		tenantID, f.WorkflowKey, f.Status, beforeAt, beforeID, limit)
+		tenantID, f.WorkflowKey, f.Status, beforeAt, beforeID, limit, f.Mode)
 	if err != nil {
 		return nil, fmt.Errorf("store: list runs: %w", err)
 	}

@@ -34,6 +34,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database url: %w", err)
 	}
+	withConnectTimeout(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)
@@ -56,22 +57,56 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 func migrateDB(ctx context.Context, db *sql.DB) error {
-	sub, err := fs.Sub(migrationFiles, "migrations")
+	p, err := migrator(db)
 	if err != nil {
 		return err
-	}
-	locker, err := lock.NewPostgresSessionLocker()
-	if err != nil {
-		return fmt.Errorf("store: migration lock: %w", err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker))
-	if err != nil {
-		return fmt.Errorf("store: migrations: %w", err)
 	}
 	if _, err := p.Up(ctx); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
 	}
 	return nil
+}
+
+// MigrateTo applies, or rolls back, the embedded migrations to exactly
+// version: for tests of a migration over data shaped by the ones before
+// it, and for an operator rolling a release back (goose down migrations).
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := migrator(db)
+	if err != nil {
+		return err
+	}
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("store: migration version: %w", err)
+	}
+	if current > version {
+		_, err = p.DownTo(ctx, version)
+	} else {
+		_, err = p.UpTo(ctx, version)
+	}
+	if err != nil {
+		return fmt.Errorf("store: migrate to %d: %w", version, err)
+	}
+	return nil
+}
+
+// migrator is the goose provider of the embedded migrations.
+func migrator(db *sql.DB) (*goose.Provider, error) {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, fmt.Errorf("store: migration lock: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker))
+	if err != nil {
+		return nil, fmt.Errorf("store: migrations: %w", err)
+	}
+	return p, nil
 }
 
 // EnsureDatabase creates the database named in databaseURL if it does not

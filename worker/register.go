@@ -43,14 +43,14 @@ func Register(r sdkworker.Registry, d Deps) error {
 	runs, err := starter.New(starter.Deps{
 		Store: d.Store, Temporal: d.Temporal, TaskQueue: d.Config.TaskQueue,
 		UIURL: d.Config.TemporalUIURL, Namespace: d.Config.TemporalNamespace, Logger: d.Logger,
-		Resolver: resolver,
+		Resolver: resolver, Durability: d.Config.Durability,
 	})
 	if err != nil {
 		return fmt.Errorf("worker: starter: %w", err)
 	}
 	workflows.Register(r)
 	activities.Register(r, activities.Deps{Store: d.Store, Actions: actions, Logger: d.Logger, Observer: d.Metrics,
-		Variables: vars, Agents: rt})
+		Variables: vars, Agents: rt, Drain: d.Config.WorkerDrain})
 	if err := activities.RegisterBridges(r, activities.BridgeDeps{Store: d.Store, Starter: runs, Logger: d.Logger}); err != nil {
 		return fmt.Errorf("worker: bridges: %w", err)
 	}

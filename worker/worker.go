@@ -53,9 +53,15 @@ type Deps struct {
 }
 
 // Options are the worker options every weft worker uses.
-func Options(logger *slog.Logger) sdkworker.Options {
+func Options(cfg config.Config, logger *slog.Logger) sdkworker.Options {
 	return sdkworker.Options{
 		StickyScheduleToStartTimeout: StickyScheduleToStartTimeout,
+		// A stopping worker (SIGTERM of a deploy) stops polling at once and
+		// lets running attempts finish for this long; the activities hand
+		// back what still runs shortly before it ends (WORKER_DRAINED), so
+		// another worker takes it at once. Without it the SDK cancels them
+		// immediately and each costs its node an attempt.
+		WorkerStopTimeout: cfg.WorkerDrain,
 		// An activity learns it was cancelled only from a heartbeat reply.
 		// The SDK otherwise throttles heartbeats to 0.8 x the heartbeat
 		// timeout (24 s for 30 s), so a cancelled node would run to its end
@@ -118,7 +124,7 @@ func Serve(ctx context.Context, d Deps) error {
 	if err := actions.Publish(ctx, d.Store); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	w := sdkworker.New(d.Temporal, d.Config.TaskQueue, Options(log))
+	w := sdkworker.New(d.Temporal, d.Config.TaskQueue, Options(d.Config, log))
 	if err := Register(w, d); err != nil {
 		return err
 	}

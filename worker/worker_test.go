@@ -16,7 +16,7 @@ import (
 )
 
 func TestOptions(t *testing.T) {
-	o := worker.Options(slog.New(slog.DiscardHandler))
+	o := worker.Options(config.Config{WorkerDrain: 3 * time.Second}, slog.New(slog.DiscardHandler))
 	if o.StickyScheduleToStartTimeout != time.Second {
 		t.Fatalf("StickyScheduleToStartTimeout = %s, want 1s", o.StickyScheduleToStartTimeout)
 	}

@@ -61,6 +61,7 @@ func (i *interpreter) startAttempt(n *node) {
 		TenantName:  i.p.TenantName,
 		// The run's origin, stable across attempts and continue-as-new.
 		RunStartedAt: i.runStart,
+		Redispatch:   n.state.Redispatches,
 	}
 	if i.simulation {
 		in.VirtualNow = i.virtualNow()
@@ -81,9 +82,10 @@ func (i *interpreter) startAttempt(n *node) {
 		})
 		n.future = workflow.ExecuteLocalActivity(ctx, i.activityName(n, execution.ActivityRunLocalNode), in)
 	} else {
+		startToClose, heartbeat := i.activityTimeouts(timeout) // durability.go
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: timeout,
-			HeartbeatTimeout:    min(maxHeartbeatTimeout, timeout),
+			StartToCloseTimeout: startToClose,
+			HeartbeatTimeout:    heartbeat,
 			RetryPolicy:         once,
 			WaitForCancellation: true,
 			Summary:             n.plan.Summary,

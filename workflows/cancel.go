@@ -51,6 +51,15 @@ func (i *interpreter) finish() (execution.Value, error) {
 				n.cancel()
 				n.cancelRequested = true
 				inFlight = true
+			} else if n.state.Redispatch {
+				// Lost to an infrastructure fault and not yet sent out again:
+				// dropping its re-dispatch is the whole cancellation.
+				if n.timerCancel != nil {
+					n.timerCancel()
+				}
+				n.timer, n.timerCancel, n.due = nil, nil, false
+				n.state.Status, n.state.Reason, n.state.RetryAt, n.state.Redispatch = execution.NodeCancelled, execution.SkipCancelled, nil, false
+				i.record(execution.EventNodeCancelAcknowledged, n, execution.EventData{Reason: execution.ReasonRedispatchWait})
 			}
 		}
 	}

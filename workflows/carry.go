@@ -57,6 +57,15 @@ func (i *interpreter) restore(c *execution.Carry) {
 		n.state = s
 		switch s.Status {
 		case execution.NodeRunning:
+			if s.Redispatch {
+				// Lost to an infrastructure fault, waiting to go out again
+				// with the same attempt number.
+				n.due = i.simulation || s.RetryAt == nil
+				if !n.due {
+					n.backoff = max(s.RetryAt.Sub(i.now()), 0)
+				}
+				break
+			}
 			// Never carried (continue-as-new drains attempts first); if it
 			// ever is, the interrupted attempt runs again with its number.
 			n.state.Status, n.state.Attempt, n.due = execution.NodeWaiting, s.Attempt-1, true

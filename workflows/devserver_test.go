@@ -33,16 +33,17 @@ func TestMain(m *testing.M) {
 
 // devScenario is one representative graph run against the real dev server.
 type devScenario struct {
-	name   string
-	desc   string
-	steps  map[string][]step
-	mode   execution.Mode
-	force  int      // ForceContinueAsNewAfterEvents
-	cancel []string // cancel the run once these nodes' attempts have begun
-	status string
-	want   []string // event descriptions in order (nil: checked by check)
-	check  func(t *testing.T, events []string)
-	fakes  func(t *testing.T, f *fakes) // what the activities saw, if it matters
+	name    string
+	desc    string
+	steps   map[string][]step
+	mode    execution.Mode
+	force   int // ForceContinueAsNewAfterEvents
+	durable *execution.Durability
+	cancel  []string // cancel the run once these nodes' attempts have begun
+	status  string
+	want    []string // event descriptions in order (nil: checked by check)
+	check   func(t *testing.T, events []string)
+	fakes   func(t *testing.T, f *fakes) // what the activities saw, if it matters
 }
 
 var devScenarios = []devScenario{
@@ -176,6 +177,65 @@ out  output in=hang.out
 		},
 	},
 	{
+		// The worker running a's only attempt stops heartbeating (killed):
+		// Temporal times the attempt out after the 1 s lease and the
+		// interpreter dispatches the same attempt again, spending nothing.
+		name: "lease-lost", status: execution.StatusSucceeded, durable: &execution.Durability{LeaseTimeoutMs: 1000},
+		desc: `
+in  input
+a   action in=in.out
+out output in=a.out
+`,
+		steps: map[string][]step{"a": {{lose: execution.InfraLeaseLost}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+			"node.attempt.lease_lost a", "node.completed a", "edge.taken a.out>out.in", "node.started out",
+			"node.completed out", "run.succeeded",
+		},
+		fakes: func(t *testing.T, f *fakes) { checkDispatches(t, f, "a", 1, 2) },
+	},
+	{
+		// Infrastructure faults the activity reports itself: a draining
+		// worker hands the attempt back, then the store is unavailable.
+		name: "infra-retry", status: execution.StatusSucceeded,
+		desc: `
+in  input
+a   action in=in.out
+b   action in=a.out
+out output in=b.out
+`,
+		steps: map[string][]step{
+			"a": {{lose: execution.ErrWorkerDrained}},
+			"b": {{lose: execution.ErrStoreUnavailable, loseTimes: 2}},
+		},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+			"node.attempt.infra_retry a", "node.completed a", "edge.taken a.out>b.in", "node.started b",
+			"node.attempt.infra_retry b", "node.attempt.infra_retry b", "node.completed b", "edge.taken b.out>out.in",
+			"node.started out", "node.completed out", "run.succeeded",
+		},
+		fakes: func(t *testing.T, f *fakes) {
+			checkDispatches(t, f, "a", 1, 2)
+			checkDispatches(t, f, "b", 1, 3)
+		},
+	},
+	{
+		// Past the run's limit the node fails with INFRA_UNAVAILABLE.
+		name: "infra-exhausted", status: execution.StatusFailed, durable: &execution.Durability{MaxRedispatches: 2},
+		desc: `
+in  input
+a   action in=in.out retry=3,100,2,0
+out output in=a.out
+`,
+		steps: map[string][]step{"a": {{lose: execution.ErrProviderUnavailable, loseTimes: 99}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+			"node.attempt.infra_retry a", "node.attempt.infra_retry a", "node.attempt.failed a", "node.failed a",
+			"node.skipped out CANCELLED", "run.failed",
+		},
+		fakes: func(t *testing.T, f *fakes) { checkDispatches(t, f, "a", 1, 3) },
+	},
+	{
 		// Eight 5 KiB values into one action are over the 32 KiB inline
 		// budget: the interpreter claim-checks some before scheduling pack
 		// (changeNodeInputRefs).
@@ -239,6 +299,7 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 	}
 	p.RunID = "run-" + sc.name
 	p.ForceContinueAsNewAfterEvents = sc.force
+	p.Durability = sc.durable
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "weft-test-" + unique, TaskQueue: queue},
 		execution.WorkflowName, p)
 	require.NoError(t, err)
@@ -319,4 +380,16 @@ func writeHistory(t *testing.T, name string, k, n int, h *historypb.History) {
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll("testdata", 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join("testdata", name+".json"), append(raw, '\n'), 0o644))
+}
+
+// checkDispatches: node ran attempt `attempt` `dispatches` times, numbered
+// 0, 1, ... in NodeInput.Redispatch, and no other attempt.
+func checkDispatches(t *testing.T, f *fakes, node string, attempt, dispatches int) {
+	t.Helper()
+	in := f.nodeInputs(node)
+	require.Len(t, in, dispatches, "dispatches of %s", node)
+	for k, d := range in {
+		require.Equal(t, attempt, d.Attempt, "%s dispatch %d", node, k)
+		require.Equal(t, k, d.Redispatch, "%s dispatch %d", node, k)
+	}
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -113,6 +114,13 @@ type step struct {
 	late       bool          // heartbeat until cancelled, then return a result anyway
 	hang       bool          // heartbeat and ignore cancellation until the test releases it
 	durationMs int64         // simulated duration
+	// lose makes the attempt's first loseTimes dispatches (1 when 0) end
+	// in an infrastructure fault: execution.InfraLeaseLost stalls without
+	// heartbeating until the lease lapses, an infra error type
+	// (WORKER_DRAINED, ...) is returned as such. Later dispatches play the
+	// rest of the step.
+	lose      string
+	loseTimes int
 }
 
 // fakes are the activities, registered by name, driven by a step table.
@@ -209,11 +217,25 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 		}
 	}
 	f.mu.Unlock()
-	if !announced {
+	if !announced && in.Redispatch == 0 { // a re-dispatch may follow a continue-as-new
 		f.problem("%s attempt %d began before its node.started was appended", in.NodeID, in.Attempt)
 	}
 
 	s := f.stepFor(in.NodeID, in.Attempt)
+	if s.lose != "" && in.Redispatch < max(s.loseTimes, 1) {
+		if s.lose == execution.InfraLeaseLost {
+			// Like a killed worker: no heartbeat, no answer that counts.
+			// Temporal times the attempt out after the lease; this
+			// goroutine's late return is discarded.
+			select {
+			case <-time.After(3 * activity.GetInfo(ctx).HeartbeatTimeout):
+			case <-f.release:
+			}
+			return execution.NodeResult{}, errors.New("answer after the lease was lost")
+		}
+		return execution.NodeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s attempt %d dispatch %d: %s", in.NodeID, in.Attempt, in.Redispatch, s.lose), s.lose, nil)
+	}
 	if s.wait > 0 {
 		select {
 		case <-time.After(s.wait):

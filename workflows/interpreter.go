@@ -38,6 +38,10 @@ const changeInterpreterV1 = "weft-interpreter-v1"
 // shared weft.RunNode / weft.RunLocalNode. Decided once per execution.
 const changeActivityPerKind = "weft-activity-per-kind"
 
+// Later change ids are declared beside the code they branch:
+// changeCarryRefs and changeCarryAllRefs (carryrefs.go),
+// changeNodeInputRefs (inputrefs.go), changeInfraRedispatch (durability.go).
+
 // cancelGrace is how long in-flight activities get to acknowledge a
 // cancellation before they are recorded as unacknowledged (SPEC §5).
 const cancelGrace = 30 * time.Second
@@ -101,6 +105,10 @@ type interpreter struct {
 	// activityPerKind: attempts use their kind's activity type (see
 	// changeActivityPerKind).
 	activityPerKind bool
+	// infra: infrastructure faults re-dispatch attempts instead of spending
+	// them (changeInfraRedispatch), within durability's limits.
+	infra      bool
+	durability execution.Durability
 
 	// continueReason is set once continue-as-new is due (SUGGESTED or
 	// FORCED): start nothing, let in-flight attempts finish, then continue.
@@ -141,6 +149,11 @@ func (i *interpreter) setup() error {
 	// when the interpreter's commands change. See changeInterpreterV1.
 	_ = workflow.GetVersion(i.root, changeInterpreterV1, workflow.DefaultVersion, 1)
 	i.activityPerKind = workflow.GetVersion(i.root, changeActivityPerKind, workflow.DefaultVersion, 1) == 1
+	i.infra = workflow.GetVersion(i.root, changeInfraRedispatch, workflow.DefaultVersion, 1) == 1
+	i.durability = execution.DefaultDurability
+	if i.p.Durability != nil {
+		i.durability = i.p.Durability.WithDefaults()
+	}
 
 	i.runStart = i.p.EnqueuedAt
 	if i.runStart.IsZero() {
@@ -250,6 +263,9 @@ func (i *interpreter) schedule() {
 		}
 		if n.state.Status == execution.NodeWaiting && !n.due && n.timer == nil {
 			i.armRetryTimer(n)
+		}
+		if awaitingRedispatch(n) && !n.due && n.timer == nil {
+			i.armRedispatchTimer(n)
 		}
 	}
 }

@@ -83,6 +83,15 @@ func nonRetryable(typ, msg string) error {
 // or fails the node, which fails the run.
 func (i *interpreter) attemptFailed(n *node, err error) {
 	f := classify(err)
+	if code := i.infraFault(n, err); code != "" {
+		// Not the node's failure: the same attempt goes out again, unless
+		// the run's durability limits are used up (durability.go).
+		exhausted := i.redispatchLater(n, code, f)
+		if exhausted == nil {
+			return
+		}
+		f = *exhausted
+	}
 	if i.simulation {
 		i.virtualMs += max(f.durationMs, 0)
 	}

@@ -33,6 +33,10 @@ func (i *interpreter) route() {
 			if n.due {
 				startable = append(startable, n)
 			}
+		case execution.NodeRunning:
+			if n.state.Redispatch && n.due {
+				startable = append(startable, n)
+			}
 		}
 	}
 	if i.outcome == outcomeNone && !i.outputOpen() {
@@ -42,6 +46,10 @@ func (i *interpreter) route() {
 		return
 	}
 	for _, n := range startable {
+		if n.state.Redispatch {
+			i.redispatch(n) // durability.go
+			continue
+		}
 		i.beginAttempt(n, n.state.Attempt+1)
 	}
 }

@@ -244,6 +244,18 @@ func TestClientVerbs(t *testing.T) {
 	if r = weftCLI(t, env, "run", "echo", "--input", `{nope`); r.code != 1 || !strings.Contains(r.stderr, "--input is not valid JSON") {
 		t.Errorf("bad input:\n%s", r)
 	}
+	// Tool grants are shown and bound with the key: --no-tools is another request.
+	r = weftCLI(t, env, "run", "echo", "--input", `{"n":3}`, "--idempotency-key", "k-g", "--tool-grant", "core.echo@1", "--tool-grant", "core.sleep@1")
+	if r.code != 0 || !strings.Contains(r.stdout, "tool grants: core.echo@1, core.sleep@1") {
+		t.Errorf("run --tool-grant:\n%s", r)
+	}
+	r = weftCLI(t, env, "run", "echo", "--input", `{"n":3}`, "--idempotency-key", "k-g", "--no-tools")
+	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, "toolGrants") {
+		t.Errorf("same key, no tools:\n%s", r)
+	}
+	if r = weftCLI(t, env, "run", "echo", "--tool-grant", "core.echo"); r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") {
+		t.Errorf("malformed grant:\n%s", r)
+	}
 
 	// A failing run: --wait exits 1.
 	weftCLI(t, env, "push", fail, "--key", "fail")
@@ -298,9 +310,16 @@ func TestClientVerbs(t *testing.T) {
 	waitFor(t, "the sleep node to start", 30*time.Second, func() bool {
 		return strings.Contains(weftCLI(t, env, "events", sleepRun).stdout, "node.started")
 	})
+	// events --follow reads the live stream: it is running before the
+	// cancel and ends by itself with the run's terminal event.
+	followed := make(chan cliResult, 1)
+	go func() { followed <- weftCLI(t, env, "events", "--follow", sleepRun) }()
 	r = weftCLI(t, env, "cancel", sleepRun, "--wait")
 	if r.code != 0 || !strings.Contains(r.stdout, "cancel requested: run "+sleepRun) || !strings.Contains(r.stdout, "run "+sleepRun+" cancelled") {
 		t.Fatalf("cancel --wait:\n%s", r)
+	}
+	if f := <-followed; f.code != 0 || !strings.Contains(f.stdout, "run.cancel.requested") || !strings.Contains(lastLine(f.stdout), "run.cancelled") {
+		t.Errorf("events --follow of the cancelled run:\n%s", f)
 	}
 	r = weftCLI(t, env, "events", sleepRun)
 	if !strings.Contains(r.stdout, "run.cancel.requested") || !strings.Contains(r.stdout, "run.cancelled") {
@@ -312,4 +331,9 @@ func TestClientVerbs(t *testing.T) {
 	if r = weftCLI(t, env, "runs", "--status", "cancelled"); !strings.Contains(r.stdout, sleepRun) {
 		t.Errorf("runs --status cancelled:\n%s", r)
 	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }

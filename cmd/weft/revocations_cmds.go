@@ -16,10 +16,13 @@ import (
 func newRevocationsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "revocations",
-		Short: "List, add and remove revocations (scopes withdrawn from schedules and webhooks)",
-		Long: `A revocation withdraws one scope from every schedule and webhook service
-actor a sub configured in the token's tenant: from the next firing, delivery
-or node on, they run without it. The token needs revocations.manage.`,
+		Short: "List, add and remove revocations (scopes withdrawn from a sub's runs, schedules and webhooks)",
+		Long: `A revocation withdraws one scope from a sub in the token's tenant: from the
+runs the sub started, those under way included, and from every schedule and
+webhook service actor it configured. From the next enqueue, firing, delivery,
+action attempt or agent tool call on they run without it (a denied tool call
+is tool.denied and the agent goes on; a denied action attempt fails its node
+with PERMISSION_DENIED). The token needs revocations.manage.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -76,7 +79,7 @@ func newRevocationsAddCmd() *cobra.Command {
 	var sub, scope string
 	cmd := &cobra.Command{
 		Use:   "add --sub S --scope X",
-		Short: "Withdraw scope X from every schedule and webhook S configured",
+		Short: "Withdraw scope X from S's runs and every schedule and webhook S configured",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkSubAndScope(sub, scope); err != nil {
@@ -107,7 +110,7 @@ func newRevocationsRemoveCmd() *cobra.Command {
 	var sub, scope string
 	cmd := &cobra.Command{
 		Use:   "remove --sub S --scope X",
-		Short: "Give scope X back to the schedules and webhooks S configured",
+		Short: "Give scope X back to S's runs, schedules and webhooks",
 		Long: `Removes the revocation of X from S. A revocation that does not exist is
 NOT_FOUND (exit status 1).`,
 		Args: cobra.NoArgs,

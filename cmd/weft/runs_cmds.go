@@ -16,15 +16,17 @@ import (
 	"github.com/weftworks/weft/execution"
 )
 
-// pollInterval is how often --wait and --follow ask for new events.
+// pollInterval is how often the CLI asks again for a run's status (cancel
+// --wait, and the run row after a followed stream ended).
 const pollInterval = 200 * time.Millisecond
 
 func newRunCmd() *cobra.Command {
 	var (
 		input, idem, mode, fixtures string
 		revision, draft             int
-		wait, quiet                 bool
+		wait, quiet, noTools        bool
 		timeout                     time.Duration
+		toolGrants                  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run KEY --input JSON [--wait]",
@@ -34,7 +36,11 @@ in simulation, --draft says otherwise) with --input as its input. The
 idempotency key defaults to a fresh UUID: pass --idempotency-key to make a
 retried command start the same run. Prints the run id and the Temporal Web UI
 link. With --wait it follows the run's events with a progress line per event
-and exits 0 only when the run succeeded (1 when it failed or was cancelled).`,
+and exits 0 only when the run succeeded (1 when it failed or was cancelled).
+
+--tool-grant actionId@version (repeatable) narrows what the run's agents may
+call to the tools listed; --no-tools grants none. The grants are part of the
+idempotency key's binding: the same key with other grants is refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -51,6 +57,14 @@ and exits 0 only when the run succeeded (1 when it failed or was cancelled).`,
 			}
 			if draft > 0 {
 				req.DraftRevision = &draft
+			}
+			switch {
+			case noTools && len(toolGrants) > 0:
+				return fmt.Errorf("--no-tools and --tool-grant exclude each other")
+			case noTools:
+				req.ToolGrants = []string{}
+			case len(toolGrants) > 0:
+				req.ToolGrants = toolGrants
 			}
 			if fixtures != "" {
 				if !json.Valid([]byte(fixtures)) {
@@ -82,6 +96,9 @@ and exits 0 only when the run succeeded (1 when it failed or was cancelled).`,
 				if r.Temporal.UIURL != "" {
 					fmt.Fprintf(out, "web ui: %s\n", r.Temporal.UIURL)
 				}
+				if r.ToolGrants != nil {
+					fmt.Fprintf(out, "tool grants: %s\n", toolList(r.ToolGrants))
+				}
 			}
 			if !wait {
 				return nil
@@ -108,7 +125,17 @@ and exits 0 only when the run succeeded (1 when it failed or was cancelled).`,
 	f.BoolVar(&wait, "wait", false, "follow the run's events until it ends; exit 1 unless it succeeded")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the run id (and, with --wait, the outcome)")
 	f.DurationVar(&timeout, "timeout", 0, "with --wait, stop waiting after this long (0: no limit)")
+	f.StringArrayVar(&toolGrants, "tool-grant", nil, "a tool (actionId@version) the run's agents may call; repeat for more (default: no narrowing)")
+	f.BoolVar(&noTools, "no-tools", false, "grant the run's agents no tool at all")
 	return cmd
+}
+
+// toolList renders a tool list, "(none)" when empty.
+func toolList(tools []string) string {
+	if len(tools) == 0 {
+		return "(none)"
+	}
+	return strings.Join(tools, ", ")
 }
 
 // progress tracks node states from events for the progress display.
@@ -211,50 +238,23 @@ func toolDetail(ev client.Event) string {
 }
 
 // follow prints the run's events as they are appended until the run is
-// terminal, then returns the run as it ended.
+// terminal, then returns the run as it ended. It reads the run's event
+// stream (GET /v1/runs/{id}/events/stream), which ends once the run is
+// terminal, whether the interpreter or the reconciler closed it.
 func follow(ctx context.Context, c *client.Client, r client.Run, out io.Writer, quiet bool) (client.Run, error) {
-	f := c.FollowEvents(r.RunID)
 	p := newProgress(r)
-	ended := false
-	for {
-		events, err := f.Next(ctx)
-		for _, ev := range events {
-			p.apply(ev)
-			if !quiet {
-				fmt.Fprintln(out, p.line(ev))
-			}
-			switch ev.Type {
-			case execution.EventRunSucceeded, execution.EventRunFailed, execution.EventRunCancelled:
-				ended = true
-			}
+	_, err := c.StreamEvents(ctx, r.RunID, 0, func(ev client.Event) error {
+		p.apply(ev)
+		if !quiet {
+			fmt.Fprintln(out, p.line(ev))
 		}
-		if err != nil {
-			return r, err
-		}
-		if ended {
-			break
-		}
-		// The run row may end without an event of ours (terminated in
-		// Temporal, reconciled): check it now and then.
-		if latest, err := c.GetRun(ctx, r.RunID); err == nil && execution.Terminal(latest.Status) {
-			if more, err := f.Next(ctx); err == nil {
-				for _, ev := range more {
-					p.apply(ev)
-					if !quiet {
-						fmt.Fprintln(out, p.line(ev))
-					}
-				}
-			}
-			return latest, nil
-		}
-		select {
-		case <-ctx.Done():
-			return r, ctx.Err()
-		case <-time.After(pollInterval):
-		}
+		return nil
+	})
+	if err != nil {
+		return r, err
 	}
-	// The terminal event is appended before the run row is closed; wait
-	// for the row so the output and error are there.
+	// The stream ends once the run row is terminal, in the transaction of
+	// its terminal event: the output and error are there.
 	for {
 		latest, err := c.GetRun(ctx, r.RunID)
 		if err != nil {
@@ -353,8 +353,9 @@ func newEventsCmd() *cobra.Command {
 		Use:   "events RUN_ID [--follow]",
 		Short: "Print a run's events in order",
 		Long: `Prints the run's event log, one line per event (seq, time, type, node,
-attempt, data), or the events as JSON lines with --json. With --follow it keeps
-printing new events until the run ends.`,
+attempt, data), or the events as JSON lines with --json. With --follow it
+follows the run's live event stream (GET /v1/runs/{id}/events/stream) until
+the run ends.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -367,43 +368,35 @@ printing new events until the run ends.`,
 			if _, err := c.GetRun(ctx, id); err != nil {
 				return fmt.Errorf("events %s: %w", id, err)
 			}
-			fol := c.FollowEvents(id)
-			for {
-				events, err := fol.Next(ctx)
-				ended := false
-				for _, ev := range events {
-					if asJSON {
-						b, _ := json.Marshal(ev)
-						fmt.Fprintln(out, string(b))
-					} else {
-						attempt := ""
-						if ev.Attempt > 0 {
-							attempt = fmt.Sprintf("#%d", ev.Attempt)
-						}
-						fmt.Fprintf(out, "%4d %s %-26s %-12s %-3s %s\n", ev.Seq, ev.At.Local().Format("15:04:05.000"),
-							ev.Type, ev.NodeID, attempt, compactJSON(ev.Data, 300))
-					}
-					switch ev.Type {
-					case execution.EventRunSucceeded, execution.EventRunFailed, execution.EventRunCancelled:
-						ended = true
-					}
+			printEvent := func(ev client.Event) error {
+				if asJSON {
+					b, _ := json.Marshal(ev)
+					fmt.Fprintln(out, string(b))
+					return nil
 				}
-				if err != nil {
+				attempt := ""
+				if ev.Attempt > 0 {
+					attempt = fmt.Sprintf("#%d", ev.Attempt)
+				}
+				fmt.Fprintf(out, "%4d %s %-26s %-12s %-3s %s\n", ev.Seq, ev.At.Local().Format("15:04:05.000"),
+					ev.Type, ev.NodeID, attempt, compactJSON(ev.Data, 300))
+				return nil
+			}
+			if follow {
+				// The live stream, until the run's terminal event; Ctrl-C stops.
+				if _, err := c.StreamEvents(ctx, id, 0, printEvent); err != nil && ctx.Err() == nil {
 					return fmt.Errorf("events %s: %w", id, err)
 				}
-				if !follow || ended {
-					return nil
-				}
-				if r, err := c.GetRun(ctx, id); err == nil && execution.Terminal(r.Status) {
-					follow = false // one last read picks up what is left
-					continue
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(pollInterval):
-				}
+				return nil
 			}
+			events, err := c.FollowEvents(id).Next(ctx)
+			for _, ev := range events {
+				_ = printEvent(ev)
+			}
+			if err != nil {
+				return fmt.Errorf("events %s: %w", id, err)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until the run ends")

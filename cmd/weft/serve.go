@@ -13,8 +13,9 @@ func newDevCmd() *cobra.Command {
 		Long: `Starts a Temporal dev server from WEFT_TEMPORAL_CLI (default bin/temporal) on
 WEFT_TEMPORAL_PORT with its Web UI on WEFT_TEMPORAL_UI_PORT, storing its state
 in WEFT_DATA_DIR/temporal.db; creates and migrates DATABASE_URL; serves the API
-on WEFT_HTTP_ADDR and runs a worker; prints the Web UI address and a dev
-token. Ctrl-C or SIGTERM stops everything.`,
+on WEFT_HTTP_ADDR (the canvas under /ui/) and runs a worker; prints the Web UI
+address, a dev token and a canvas link signed in with it. Ctrl-C or SIGTERM
+stops everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig()

@@ -242,7 +242,7 @@ func newEnv(ctx context.Context, name, bin string, tuned bool, st *store.Store, 
 		return nil, err
 	}
 	cfg.TaskQueue = e.queue
-	w := sdkworker.New(e.tc, e.queue, worker.Options(logger))
+	w := sdkworker.New(e.tc, e.queue, worker.Options(cfg, logger))
 	if err := worker.Register(w, worker.Deps{Config: cfg, Store: st, Temporal: e.tc, Logger: logger}); err != nil {
 		e.close()
 		return nil, err

@@ -43,6 +43,9 @@ func FreePort(t testing.TB) int {
 	return port
 }
 
+// FreePortE is FreePort for code that has no testing.TB (a TestMain).
+func FreePortE() (int, error) { return freePort() }
+
 func freePort() (int, error) {
 	freePortMu.Lock()
 	defer freePortMu.Unlock()

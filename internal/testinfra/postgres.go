@@ -32,6 +32,24 @@ func AdminURL() string {
 // test ends. It returns the database URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	url := NewEmptyDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatalf("testinfra: connect: %v", err)
+	}
+	defer pool.Close()
+	if err := store.Migrate(ctx, pool); err != nil {
+		t.Fatalf("testinfra: migrate: %v", err)
+	}
+	return url
+}
+
+// NewEmptyDatabase creates a fresh database without migrating it (for
+// migration tests) and drops it when the test ends. It returns the URL.
+func NewEmptyDatabase(t testing.TB) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg, err := pgx.ParseConfig(AdminURL())
@@ -62,14 +80,6 @@ func NewDatabase(t testing.TB) string {
 		defer c.Close(ctx)
 		_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatalf("testinfra: connect: %v", err)
-	}
-	defer pool.Close()
-	if err := store.Migrate(ctx, pool); err != nil {
-		t.Fatalf("testinfra: migrate: %v", err)
-	}
 	return url
 }
 

@@ -16,7 +16,7 @@ import (
 // deps.Temporal, as production does: worker.Options, and worker.Register for
 // the interpreter and every activity with its real dependencies.
 func NewWorker(deps worker.Deps) (sdkworker.Worker, error) {
-	w := sdkworker.New(deps.Temporal, deps.Config.TaskQueue, worker.Options(deps.Logger))
+	w := sdkworker.New(deps.Temporal, deps.Config.TaskQueue, worker.Options(deps.Config, deps.Logger))
 	if err := worker.Register(w, deps); err != nil {
 		return nil, err
 	}

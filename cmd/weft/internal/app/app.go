@@ -26,6 +26,7 @@ import (
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
 	"github.com/weftworks/weft/variables"
+	"github.com/weftworks/weft/web"
 	"github.com/weftworks/weft/worker"
 )
 
@@ -80,7 +81,7 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 		return err
 	}
 	defer tc.Close()
-	handler, runs, err := newAPI(cfg, st, tc, keys, metrics.New(), logger)
+	a, err := newAPI(cfg, st, tc, keys, metrics.New(), logger)
 	if err != nil {
 		return err
 	}
@@ -89,40 +90,59 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 		return fmt.Errorf("api: listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	logger.Info("api listening", "addr", ln.Addr().String())
-	go runs.RunSweeper(ctx, 0)
-	return serveHTTP(ctx, ln, handler, logger)
+	go a.starter.RunSweeper(ctx, 0)
+	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopFeed()
+	go func() { _ = a.feed.Run(feedCtx) }()
+	return serveHTTP(ctx, ln, a.handler, a.streams.Close, logger)
 }
 
-// newAPI builds the HTTP handler and the starter its run routes enqueue
-// through. The caller runs the starter's sweeper (every API replica may).
-// m is served at /metrics; `weft dev` shares it with its worker.
-func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger) (http.Handler, *starter.Starter, error) {
+// apiParts is what newAPI builds: the HTTP handler (API and canvas), the
+// starter its run routes enqueue through, and the event feed and stream
+// registry behind GET /v1/runs/{id}/events/stream.
+type apiParts struct {
+	handler http.Handler
+	starter *starter.Starter
+	// feed must be Run for streams to be woken by PostgreSQL notifications.
+	feed *store.EventFeed
+	// streams.Close ends open event streams; serveHTTP calls it when the
+	// server starts shutting down.
+	streams *api.Streams
+}
+
+// newAPI builds the HTTP handler (the API, and the canvas under /ui/) and
+// the starter its run routes enqueue through. The caller runs the starter's
+// sweeper (every API replica may) and the event feed. m is served at
+// /metrics; `weft dev` shares it with its worker.
+func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger) (apiParts, error) {
 	// One variable registry and one resolver (with its compile cache) serve
 	// both publication and the starter, so a draft simulates exactly as it
 	// would publish.
 	vars, err := variables.Builtin(st)
 	if err != nil {
-		return nil, nil, err
+		return apiParts{}, err
 	}
 	resolver := catalog.NewResolver(st, vars)
 	resolver.HistoryBudget = &cfg.History
 	runs, err := starter.New(starter.Deps{
 		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
 		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
-		Resolver: resolver,
+		Resolver: resolver, Durability: cfg.Durability,
 	})
 	if err != nil {
-		return nil, nil, err
+		return apiParts{}, err
 	}
 	// weft_runs{status}: read from PostgreSQL at scrape time.
 	if err := m.RegisterRuns(st.Pool, 0, logger); err != nil {
-		return nil, nil, err
+		return apiParts{}, err
 	}
+	feed := st.NewEventFeed(logger)
+	streams := api.NewStreams(feed, 0)
 	handler := api.New(api.Deps{
 		Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger,
-		Metrics: m, Starter: runs, Variables: vars, Resolver: resolver,
+		Metrics: m, Starter: runs, Variables: vars, Resolver: resolver, Streams: streams,
 	})
-	return handler, runs, nil
+	return apiParts{handler: web.Mount(handler), starter: runs, feed: feed, streams: streams}, nil
 }
 
 // RunWorker is `weft worker`: a stateless Temporal worker on cfg.TaskQueue.
@@ -149,12 +169,17 @@ func signingKeys(cfg *config.Config, logger *slog.Logger) (*auth.Keys, error) {
 }
 
 // serveHTTP serves handler on ln until ctx is done, then shuts down
-// gracefully within shutdownTimeout.
-func serveHTTP(ctx context.Context, ln net.Listener, handler http.Handler, logger *slog.Logger) error {
+// gracefully within shutdownTimeout. onShutdown (may be nil) runs when the
+// shutdown starts: it ends long-lived responses (event streams), which
+// Shutdown would otherwise wait for until its deadline.
+func serveHTTP(ctx context.Context, ln net.Listener, handler http.Handler, onShutdown func(), logger *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if onShutdown != nil {
+		srv.RegisterOnShutdown(onShutdown)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

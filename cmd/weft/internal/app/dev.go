@@ -115,7 +115,7 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	// One registry for the whole process: API latency and the worker's node
 	// metrics are served together at /metrics.
 	m := metrics.New()
-	handler, runs, err := newAPI(cfg, st, tc, keys, m, logger)
+	a, err := newAPI(cfg, st, tc, keys, m, logger)
 	if err != nil {
 		return err
 	}
@@ -132,8 +132,9 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	defer stopHTTP()
 	httpErr := make(chan error, 1)
 	serving = true // serveHTTP closes ln
-	go func() { httpErr <- serveHTTP(httpCtx, ln, handler, logger) }()
-	go runs.RunSweeper(httpCtx, 0)
+	go func() { httpErr <- serveHTTP(httpCtx, ln, a.handler, a.streams.Close, logger) }()
+	go a.starter.RunSweeper(httpCtx, 0)
+	go func() { _ = a.feed.Run(httpCtx) }()
 
 	printBanner(out, bannerInfo{
 		API:       httpURL(ln.Addr()),
@@ -190,6 +191,7 @@ func printBanner(out io.Writer, b bannerInfo) {
 weft dev is running. Ctrl-C stops the API, the worker and the Temporal dev server.
 
   API             %s
+  Canvas          %s/ui/
   Temporal        %s (namespace %s)
   Temporal Web UI %s
   Data dir        %s
@@ -200,8 +202,17 @@ export WEFT_TOKEN=%s
 
   curl -H "Authorization: Bearer $WEFT_TOKEN" %s/v1/workflows
 
-`, b.API, b.Temporal, b.Namespace, b.UI, b.DataDir, DevTenant, DevSub, devTokenTTL, b.Token, b.API)
+Open the canvas signed in with the dev token:
+
+  %s
+
+`, b.API, b.API, b.Temporal, b.Namespace, b.UI, b.DataDir, DevTenant, DevSub, devTokenTTL, b.Token, b.API, CanvasLink(b.API, b.Token))
 }
+
+// CanvasLink is the canvas address signed in with token: the token rides in
+// the URL fragment, which browsers never send to a server; the canvas moves
+// it to session storage and clears it from the address bar.
+func CanvasLink(api, token string) string { return api + "/ui/#token=" + token }
 
 // httpURL turns a listener address into a URL a browser or curl can use.
 func httpURL(addr net.Addr) string {

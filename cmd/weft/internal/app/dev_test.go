@@ -33,6 +33,8 @@ func TestBanner(t *testing.T) {
 		"Temporal Web UI http://localhost:8233",
 		"\nexport WEFT_TOKEN=tok\n",
 		`curl -H "Authorization: Bearer $WEFT_TOKEN" http://localhost:8080/v1/workflows`,
+		"  Canvas          http://localhost:8080/ui/\n",
+		"\n  http://localhost:8080/ui/#token=tok\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("banner lacks %q:\n%s", want, out)

@@ -1,0 +1,130 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/store"
+)
+
+// errDrained is the cancellation cause of an attempt handed back because
+// its worker is shutting down.
+var errDrained = errors.New("worker is draining")
+
+// HandbackBefore is how long before the end of the worker's drain window
+// (WEFT_WORKER_DRAIN, the SDK's WorkerStopTimeout) an unfinished attempt is
+// handed back: the time its WORKER_DRAINED answer needs to reach Temporal
+// before the worker process exits. A quarter of short windows.
+func HandbackBefore(drain time.Duration) time.Duration {
+	return min(drain/4, 2*time.Second)
+}
+
+// durable wraps a node activity so that infrastructure faults reach the
+// interpreter as such (execution.IsInfraError), never as the node's own
+// failure that would spend one of its attempts:
+//
+//   - when the worker starts draining (SIGTERM of a deploy), attempts keep
+//     running for drain minus HandbackBefore(drain); one still running
+//     then has its context cancelled and answers WORKER_DRAINED, so another
+//     worker runs it again at once instead of after a lost lease;
+//   - an error that says PostgreSQL was unreachable (store.Unavailable,
+//     anywhere in the error's chain, e.g. a notes write or a revocation
+//     read) answers STORE_UNAVAILABLE.
+//
+// drain <= 0 hands attempts back as soon as the worker stops.
+func durable(run nodeRunner, drain time.Duration) nodeRunner {
+	handback := max(drain-HandbackBefore(drain), 0)
+	return func(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
+		dctx, stop := withDrain(ctx, handback)
+		defer stop()
+		res, err := run(dctx, in)
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() == nil && errors.Is(context.Cause(dctx), errDrained) {
+			return execution.NodeResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("node %q attempt %d: the worker shut down before it finished; it runs again elsewhere", in.NodeID, in.Attempt),
+				execution.ErrWorkerDrained, err)
+		}
+		if store.Unavailable(err) {
+			return execution.NodeResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("node %q attempt %d: PostgreSQL is unavailable: %v", in.NodeID, in.Attempt, err),
+				execution.ErrStoreUnavailable, err)
+		}
+		return res, err
+	}
+}
+
+// withDrain returns a context cancelled with errDrained once the worker has
+// been stopping for handback. Outside a worker (tests calling a handler
+// directly) it only adds a cancel function.
+func withDrain(ctx context.Context, handback time.Duration) (context.Context, func()) {
+	dctx, cancel := context.WithCancelCause(ctx)
+	if !activity.IsActivity(ctx) {
+		return dctx, func() { cancel(nil) }
+	}
+	stopping := activity.GetWorkerStopChannel(ctx) // nil for local activities: never fires
+	go func() {
+		select {
+		case <-stopping:
+		case <-dctx.Done():
+			return
+		}
+		t := time.NewTimer(handback)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel(errDrained)
+		case <-dctx.Done():
+		}
+	}()
+	return dctx, func() { cancel(nil) }
+}
+
+// handlerGrace is how long a handler may take to return after its deadline
+// or cancellation before the attempt stops waiting for it.
+const handlerGrace = time.Second
+
+// bounded runs fn on its own goroutine and returns what it returns; when fn
+// is still running handlerGrace after ctx ended (a handler that ignores its
+// context), it returns ctx's error and abandons fn. So the node's deadline
+// is always the activity's own doing, well before Temporal's
+// start-to-close timer, which the interpreter would take for a lost worker.
+// A panic in fn becomes onPanic's error instead of crashing the worker.
+func bounded[T any](ctx context.Context, onPanic func(p any) error, fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r = result{err: onPanic(p)}
+			}
+			done <- r
+		}()
+		r.v, r.err = fn()
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(handlerGrace)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-t.C:
+		var zero T
+		return zero, ctx.Err()
+	}
+}

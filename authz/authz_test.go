@@ -1,0 +1,161 @@
+package authz_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/weftworks/weft/authz"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/store"
+)
+
+const (
+	echo  = "core.echo@1"
+	notes = "workspace.notes.write@1"
+)
+
+var needNotes = []string{"notes.write"}
+
+func TestParseTools(t *testing.T) {
+	t.Parallel()
+	got, err := authz.ParseTools("toolGrants", []string{notes, echo, notes})
+	if err != nil || !slices.Equal(got, []string{echo, notes}) {
+		t.Fatalf("normalized %v %v", got, err)
+	}
+	if got, err := authz.ParseTools("toolGrants", nil); got != nil || err != nil {
+		t.Fatalf("nil stays nil (not given): %#v %v", got, err)
+	}
+	if got, err := authz.ParseTools("toolGrants", []string{}); got == nil || len(got) != 0 || err != nil {
+		t.Fatalf("empty stays empty (nothing granted): %#v %v", got, err)
+	}
+	for _, bad := range []string{"", "core.echo", "core.echo@0", "core.echo@01", "@1", " core.echo@1", "a@b@1", "core.echo@x"} {
+		_, err := authz.ParseTools("toolGrants", []string{echo, bad})
+		var fe *failure.Error
+		if !asFailure(err, &fe) || fe.Code != failure.CodeInvalidRequest || fe.Details["index"] != 1 || fe.Details["field"] != "toolGrants" {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	many := make([]string, authz.MaxTools+1)
+	for i := range many {
+		many[i] = echo
+	}
+	if _, err := authz.ParseTools("toolPolicy", many); failure.CodeOf(err) != failure.CodeInvalidRequest {
+		t.Fatalf("too many: %v", err)
+	}
+	if !authz.SameTools(nil, nil) || authz.SameTools(nil, []string{}) || !authz.SameTools([]string{echo}, []string{echo}) ||
+		authz.SameTools([]string{echo}, []string{notes}) {
+		t.Fatal("SameTools")
+	}
+}
+
+func asFailure(err error, fe **failure.Error) bool {
+	f, ok := err.(*failure.Error)
+	*fe = f
+	return ok
+}
+
+func TestGrantOfAUserRun(t *testing.T) {
+	t.Parallel()
+	run := store.RunAuthority{Actor: execution.Actor{Kind: "user", Sub: "ada"}, Principal: "ada",
+		Permissions: []string{"runs.execute", "notes.write", "notes.write"}}
+	g := authz.FromRun(run)
+	if !slices.Equal(g.Permissions, []string{"notes.write", "runs.execute"}) {
+		t.Fatalf("permissions %v", g.Permissions)
+	}
+	if d := g.Tool(notes, needNotes); !d.Allowed {
+		t.Fatalf("not narrowed: %+v", d)
+	}
+
+	// A scope revoked from ada since: denied, naming the revocation.
+	run.Revoked = []string{"notes.write", "crm.write"}
+	g = authz.FromRun(run)
+	d := g.Tool(notes, needNotes)
+	if d.Allowed || !slices.Equal(d.Missing, needNotes) || !strings.Contains(d.Why, "notes.write revoked from ada") {
+		t.Fatalf("revoked: %+v", d)
+	}
+	if !slices.Equal(g.Permissions, []string{"runs.execute"}) || !slices.Equal(g.Revoked, []string{"notes.write"}) {
+		t.Fatalf("effective %v revoked %v", g.Permissions, g.Revoked)
+	}
+	if d := g.Tool(echo, nil); !d.Allowed {
+		t.Fatalf("a tool needing nothing: %+v", d)
+	}
+
+	// toolGrants narrow; an empty list grants nothing.
+	run.Revoked = nil
+	run.ToolGrants = []string{echo}
+	g = authz.FromRun(run)
+	if d := g.Tool(notes, needNotes); d.Allowed || !strings.Contains(d.Why, "toolGrants") || d.Missing != nil {
+		t.Fatalf("not granted: %+v", d)
+	}
+	if d := g.Tool(echo, nil); !d.Allowed {
+		t.Fatalf("granted: %+v", d)
+	}
+	run.ToolGrants = []string{}
+	if d := authz.FromRun(run).Tool(echo, nil); d.Allowed {
+		t.Fatal("an empty toolGrants granted a tool")
+	}
+}
+
+func TestGrantOfAServiceActorRun(t *testing.T) {
+	t.Parallel()
+	svc := execution.Actor{Kind: "service", Sub: "schedule:sch_1", ConfiguredBy: "alice"}
+	live := &store.BridgeAuthority{Kind: "schedule", ID: "sch_1", Found: true, ToolPolicy: []string{echo, notes}}
+	run := store.RunAuthority{Actor: svc, Principal: "alice", Permissions: []string{"notes.write"},
+		RunToolPolicy: []string{echo, notes}, Bridge: live}
+	for _, tool := range []string{echo, notes} {
+		if d := authz.FromRun(run).Tool(tool, nil); !d.Allowed {
+			t.Fatalf("%s in the policy: %+v", tool, d)
+		}
+	}
+	if d := authz.FromRun(run).Tool("crm.write@1", nil); d.Allowed || !strings.Contains(d.Why, "schedule sch_1's tool policy") {
+		t.Fatalf("outside the policy: %+v", d)
+	}
+
+	// Narrowed since the run started: the current policy decides.
+	live.ToolPolicy = []string{echo}
+	if d := authz.FromRun(run).Tool(notes, nil); d.Allowed || d.Why != "it is not in schedule sch_1's tool policy" {
+		t.Fatalf("narrowed: %+v", d)
+	}
+	// Widened since: the policy when the run started still bounds it.
+	live.ToolPolicy = []string{echo, notes, "crm.write@1"}
+	if d := authz.FromRun(run).Tool("crm.write@1", nil); d.Allowed || !strings.Contains(d.Why, "when it started the run") {
+		t.Fatalf("widened: %+v", d)
+	}
+	// Deleted, or never there: no tool at all.
+	live.Deleted = true
+	if d := authz.FromRun(run).Tool(echo, nil); d.Allowed || !strings.Contains(d.Why, "was deleted") {
+		t.Fatalf("deleted: %+v", d)
+	}
+	run.Bridge = &store.BridgeAuthority{Kind: "webhook", ID: "whk_x"}
+	if d := authz.FromRun(run).Tool(echo, nil); d.Allowed || !strings.Contains(d.Why, "has none") {
+		t.Fatalf("missing bridge: %+v", d)
+	}
+	run.Bridge, run.RunToolPolicy = nil, nil
+	if d := authz.FromRun(run).Tool(echo, nil); d.Allowed {
+		t.Fatal("a service actor without any policy was granted a tool")
+	}
+}
+
+func TestStaticAndEffective(t *testing.T) {
+	t.Parallel()
+	if got := authz.Effective([]string{"b", "a", "b", "c"}, []string{"c"}); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("effective %v", got)
+	}
+	g := authz.Static([]string{"notes.write"})
+	if !g.Tool(notes, needNotes).Allowed || g.Tool("x@1", []string{"crm.write"}).Allowed {
+		t.Fatal("static grant")
+	}
+}
+
+// TestPrincipalIsRequestedBy: revocations apply to the user behind the actor.
+func TestPrincipalIsRequestedBy(t *testing.T) {
+	t.Parallel()
+	if p := (execution.Actor{Kind: "user", Sub: "ada"}).RequestedBy(); p != "ada" {
+		t.Fatal(p)
+	}
+	if p := (execution.Actor{Kind: "service", Sub: "webhook:whk_1", ConfiguredBy: "bob"}).RequestedBy(); p != "bob" {
+		t.Fatal(p)
+	}
+}

@@ -1,0 +1,169 @@
+// Shapes of the weft API (api/openapi.yaml): only what the canvas reads.
+
+export type Kind =
+  | 'input'
+  | 'agent'
+  | 'agent-decision'
+  | 'gate'
+  | 'validator'
+  | 'action'
+  | 'merge'
+  | 'output';
+
+export interface MappingEntry {
+  literal?: unknown;
+  pointer?: string;
+  template?: string;
+  bindings?: Record<string, string>;
+}
+
+export interface Retry {
+  maxAttempts?: number;
+  initialIntervalMs?: number;
+  backoff?: number;
+  maxIntervalMs?: number;
+}
+
+export interface GraphNode {
+  id: string;
+  kind: Kind;
+  inputs?: Record<string, string>;
+  outputs?: Record<string, string>;
+  language?: string;
+  expression?: string;
+  schema?: string | Record<string, unknown>;
+  agent?: { key: string; revision: number };
+  action?: { id: string; version: number };
+  tools?: string;
+  mapping?: Record<string, MappingEntry>;
+  retry?: Retry;
+  timeoutMs?: number;
+}
+
+export interface GraphEdge {
+  from: string; // node.port
+  to: string; // node.port
+}
+
+export interface Graph {
+  schemaVersion: number;
+  schemas?: Record<string, unknown>;
+  nodes: GraphNode[];
+  edges: GraphEdge[];
+  toolsets?: Record<string, { tools?: string[]; skill?: string }>;
+  tools?: string;
+}
+
+export interface WorkflowSummary {
+  key: string;
+  createdBy: string;
+  createdAt: string;
+  updatedAt: string;
+  draftRevision: number;
+  publishedRevision: number | null;
+  checksum: string | null;
+}
+
+export interface RevisionSummary {
+  revision: number;
+  checksum: string;
+  draftRevision: number;
+  publishedBy: string;
+  publishedAt: string;
+}
+
+export interface WorkflowDetail extends WorkflowSummary {
+  draft: { revision: number; savedBy: string; savedAt: string; graph: Graph };
+  published: RevisionSummary | null;
+}
+
+export interface ActionContract {
+  id: string;
+  version: number;
+  risk: string;
+  requiredPermissions?: string[];
+  timeoutMs?: number;
+  hash?: string;
+  description?: string;
+}
+
+export interface AgentContract {
+  key: string;
+  revision: number;
+  [k: string]: unknown;
+}
+
+export interface RevisionDetail extends RevisionSummary {
+  key: string;
+  graph: Graph;
+  order: string[];
+  dependencies: { actions: ActionContract[]; agents: AgentContract[] };
+  permissions: string[];
+  nodePermissions: Record<string, string[]> | null;
+  estimatedHistoryEvents: number;
+}
+
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+export type Mode = 'live' | 'simulation';
+export type NodeStatus = 'pending' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'skipped' | 'cancelled';
+
+export interface NodeState {
+  id: string;
+  kind: string;
+  status: NodeStatus;
+  attempt: number;
+  port?: string;
+  reason?: string;
+  error?: string;
+  retryAt?: string;
+}
+
+export interface Usage {
+  calls?: number;
+  inputTokens?: number;
+  outputTokens?: number;
+  totalTokens?: number;
+  costUsd?: number;
+}
+
+export interface Run {
+  runId: string;
+  workflowKey: string;
+  revision: number;
+  draftRevision?: number;
+  checksum: string;
+  mode: Mode;
+  status: RunStatus;
+  input: unknown;
+  output: unknown;
+  error: { code?: string; message?: string; nodeId?: string } | null;
+  origin: { kind: string; id?: string };
+  actor: { kind: string; sub: string; name?: string; configuredBy?: string };
+  nodes?: NodeState[];
+  usage: Usage;
+  temporal: { workflowId: string; runId?: string; uiUrl?: string };
+  createdAt: string;
+  startedAt?: string;
+  finishedAt?: string;
+}
+
+export interface RunEvent {
+  seq: number;
+  type: string;
+  schemaVersion: number;
+  at: string;
+  nodeId?: string;
+  attempt?: number;
+  data: Record<string, unknown>;
+  prevHash: string;
+  hash: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+export interface ApiErrorBody {
+  error: { code: string; message: string; details?: Record<string, unknown> };
+}
