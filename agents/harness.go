@@ -653,6 +653,9 @@ func truncate(s string, n int) string {
 	return s + "…"
 }
 
+// maxInputViolations bounds the schema violations a tool.denied event lists.
+const maxInputViolations = 20
+
 // call settles one pending tool call: denied (not offered, over a limit,
 // invalid input), or run under its deadline — through the ledger when it
 // mutates — and completed or failed. It is saved with its events.
@@ -673,15 +676,20 @@ func (a *attempt) call(ctx, actx context.Context, c *CallRecord) error {
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
-	if v := CheckSubset(t.pinned.InputSchema, input); v != nil {
-		return a.deny(ctx, c, ReasonInputInvalid, "the input does not match the tool's input schema", map[string]any{"errors": v})
-	}
 	inSchema, err := a.r.compile(t.pinned.InputSchema)
 	if err != nil {
 		return a.fail(ctx, c, ReasonUnavailable, "the tool's input schema does not compile", nil)
 	}
-	if err := graph.ValidateValue(inSchema, input); err != nil {
-		return a.deny(ctx, c, ReasonInputInvalid, "the input does not match the tool's input schema: "+firstLine(err.Error()), nil)
+	// One check before anything runs: the contract's input schema. The
+	// subset SPEC §7 names (type, enum, required, properties,
+	// additionalProperties, items) is JSON Schema, so whatever it refuses is
+	// refused here, every violation listed.
+	switch errs, err := graph.SchemaErrors(inSchema, input, maxInputViolations); {
+	case err != nil:
+		return a.deny(ctx, c, ReasonInputInvalid, "the input is not a single JSON value", nil)
+	case errs != nil:
+		return a.deny(ctx, c, ReasonInputInvalid, fmt.Sprintf("the input does not match the tool's input schema: %s at %q", errs[0].Message, errs[0].Path),
+			map[string]any{"errors": errs})
 	}
 	canon, err := graph.Canonical(input)
 	if err != nil {

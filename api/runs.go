@@ -376,7 +376,7 @@ func (p *nodeProjection) apply(ev store.Event) {
 // stay as the events left them), so the API never claims work runs on a
 // closed run.
 func (p *nodeProjection) states(runStatus string) []execution.NodeState {
-	closed := terminalRunStatus(runStatus)
+	closed := execution.Terminal(runStatus)
 	out := make([]execution.NodeState, 0, len(p.order))
 	for _, id := range p.order {
 		st := *p.byID[id]
@@ -389,15 +389,6 @@ func (p *nodeProjection) states(runStatus string) []execution.NodeState {
 		out = append(out, st)
 	}
 	return out
-}
-
-// terminalRunStatus reports whether a run status is final.
-func terminalRunStatus(status string) bool {
-	switch status {
-	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
-		return true
-	}
-	return false
 }
 
 // applyNodeEvent advances one node's state by one event, mirroring the

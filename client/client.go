@@ -407,11 +407,6 @@ type Run struct {
 	FinishedAt *time.Time `json:"finishedAt"`
 }
 
-// Terminal reports whether status is a final run status.
-func Terminal(status string) bool {
-	return status == "succeeded" || status == "failed" || status == "cancelled"
-}
-
 // GetRun reads one run with its node states.
 func (c *Client) GetRun(ctx context.Context, id string) (Run, error) {
 	var out Run

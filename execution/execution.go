@@ -66,6 +66,16 @@ const (
 	StatusCancelled = "cancelled"
 )
 
+// Terminal reports whether a run status is final: succeeded, failed or
+// cancelled.
+func Terminal(status string) bool {
+	switch status {
+	case StatusSucceeded, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
+
 // Search attribute names registered on the Temporal namespace.
 const (
 	SearchAttrTenant      = "WeftTenant"      // Keyword

@@ -3,6 +3,7 @@ package graph
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,7 +97,7 @@ func References(doc *Document) (actions []ActionRef, agents []AgentRef) {
 			agents = append(agents, *n.Agent)
 		}
 	}
-	for _, name := range sortedKeys(doc.Toolsets) {
+	for _, name := range slices.Sorted(maps.Keys(doc.Toolsets)) {
 		for _, t := range doc.Toolsets[name].Tools {
 			if r, err := ParseActionRef(t); err == nil {
 				actions = append(actions, r)

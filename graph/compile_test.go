@@ -2,11 +2,17 @@ package graph
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
-	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -125,7 +131,7 @@ func TestChecksumIgnoresOrder(t *testing.T) {
 		rng.Shuffle(len(doc.Nodes), func(a, b int) { doc.Nodes[a], doc.Nodes[b] = doc.Nodes[b], doc.Nodes[a] })
 		rng.Shuffle(len(doc.Edges), func(a, b int) { doc.Edges[a], doc.Edges[b] = doc.Edges[b], doc.Edges[a] })
 		// Rebuild the schemas map in another insertion order.
-		names := sortedKeys(doc.Schemas)
+		names := slices.Sorted(maps.Keys(doc.Schemas))
 		rng.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
 		schemas := map[string]json.RawMessage{}
 		for _, n := range names {
@@ -264,7 +270,7 @@ func writeShuffled(buf *bytes.Buffer, rng *rand.Rand, v any) {
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		keys := sortedKeys(t)
+		keys := slices.Sorted(maps.Keys(t))
 		rng.Shuffle(len(keys), func(a, b int) { keys[a], keys[b] = keys[b], keys[a] })
 		buf.WriteByte('{')
 		for i, k := range keys {
@@ -301,7 +307,7 @@ func writeShuffled(buf *bytes.Buffer, rng *rand.Rand, v any) {
 	case string:
 		// Escape some characters that need no escaping.
 		if rng.IntN(2) == 0 {
-			buf.WriteString(strconv.QuoteToASCII(t))
+			buf.WriteString(asciiJSON(t))
 			return
 		}
 		b, _ := json.Marshal(t)
@@ -310,4 +316,27 @@ func writeShuffled(buf *bytes.Buffer, rng *rand.Rand, v any) {
 		b, _ := json.Marshal(t)
 		buf.Write(b)
 	}
+}
+
+// asciiJSON quotes s as a JSON string with every non-ASCII character
+// escaped (\u00e9, or a surrogate pair beyond U+FFFF).
+func asciiJSON(s string) string {
+	b, _ := json.Marshal(s)
+	var out strings.Builder
+	for _, r := range string(b) {
+		if r < utf8.RuneSelf {
+			out.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&out, `\u%04x`, u)
+		}
+	}
+	return out.String()
+}
+
+// fuzzRand is a random source seeded by fuzz input, so a failure replays.
+func fuzzRand(data []byte) *rand.Rand {
+	sum := sha256.Sum256(data)
+	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:16])))
 }

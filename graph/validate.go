@@ -3,6 +3,7 @@ package graph
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -198,8 +199,8 @@ func (a *analysis) checkSizes() {
 }
 
 func (a *analysis) checkSchemas() {
-	for _, name := range sortedKeys(a.doc.Schemas) {
-		path := ptr("schemas", name)
+	for _, name := range slices.Sorted(maps.Keys(a.doc.Schemas)) {
+		path := Pointer("schemas", name)
 		switch {
 		case name == AnySchema:
 			a.add(CodeInvalidSchema, path, "%q is reserved for the schema that accepts every value", AnySchema)
@@ -220,8 +221,8 @@ func (a *analysis) checkSchemas() {
 }
 
 func (a *analysis) checkToolsets() {
-	for _, name := range sortedKeys(a.doc.Toolsets) {
-		path := ptr("toolsets", name)
+	for _, name := range slices.Sorted(maps.Keys(a.doc.Toolsets)) {
+		path := Pointer("toolsets", name)
 		if msg := toolsetNameProblem(name); msg != "" {
 			a.add(CodeInvalidToolsPath, path, "toolset name %s", msg)
 		}

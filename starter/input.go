@@ -5,13 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/failure"
@@ -116,15 +111,15 @@ func validateInput(c *graph.Compiled, input json.RawMessage) error {
 	if err != nil {
 		return failure.Wrap(err, failure.CodeInternal, "revision %s: input schema does not compile", c.Checksum)
 	}
-	err = graph.ValidateValue(schema, input)
-	if err == nil {
+	errs, err := graph.SchemaErrors(schema, input, maxInputIssues+1)
+	if err == nil && errs == nil {
 		return nil
 	}
-	var ve *jsonschema.ValidationError
 	issues := []InputIssue{}
-	if errors.As(err, &ve) {
-		issues = leafIssues(ve, issues)
-	} else {
+	for _, e := range errs {
+		issues = append(issues, InputIssue{Path: e.Path, Message: e.Message})
+	}
+	if err != nil {
 		issues = append(issues, InputIssue{Path: "", Message: err.Error()})
 	}
 	truncated := len(issues) > maxInputIssues
@@ -137,42 +132,6 @@ func validateInput(c *graph.Compiled, input json.RawMessage) error {
 	}
 	return failure.New(failure.CodeInvalidInput, "input does not match the schema %q of input node %q", name, node.ID).
 		WithDetails(details)
-}
-
-var printer = message.NewPrinter(language.English)
-
-// leafIssues flattens a validation error tree to its leaves: the causes
-// ("missing property id") rather than their containers ("allOf failed").
-func leafIssues(ve *jsonschema.ValidationError, out []InputIssue) []InputIssue {
-	if len(ve.Causes) == 0 {
-		return append(out, InputIssue{Path: pointer(ve.InstanceLocation), Message: ve.ErrorKind.LocalizedString(printer)})
-	}
-	for _, c := range ve.Causes {
-		out = leafIssues(c, out)
-		if len(out) > maxInputIssues {
-			return out
-		}
-	}
-	return out
-}
-
-// pointer renders tokens as an RFC 6901 JSON pointer.
-func pointer(tokens []string) string {
-	var b bytes.Buffer
-	for _, t := range tokens {
-		b.WriteByte('/')
-		for _, r := range t {
-			switch r {
-			case '~':
-				b.WriteString("~0")
-			case '/':
-				b.WriteString("~1")
-			default:
-				b.WriteRune(r)
-			}
-		}
-	}
-	return b.String()
 }
 
 // checkPermissions refuses a live run whose permission snapshot lacks any

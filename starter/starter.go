@@ -565,7 +565,7 @@ func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by executi
 	if err != nil {
 		return fmt.Errorf("starter: get run: %w", err)
 	}
-	if Terminal(run.Status) {
+	if execution.Terminal(run.Status) {
 		return failure.New(failure.CodeRunNotActive, "run %s is already %s", run.RunID, run.Status).
 			WithDetails(map[string]any{"status": run.Status})
 	}
@@ -594,15 +594,6 @@ func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by executi
 
 func (s *Starter) cancel(ctx context.Context, workflowID, reason string) error {
 	return s.temporal.CancelWorkflowWithOptions(ctx, client.CancelWorkflowOptions{WorkflowID: workflowID, Reason: reason})
-}
-
-// Terminal reports whether a run status is final.
-func Terminal(status string) bool {
-	switch status {
-	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
-		return true
-	}
-	return false
 }
 
 func nonNil(s []string) []string {

@@ -260,7 +260,7 @@ func follow(ctx context.Context, c *client.Client, r client.Run, out io.Writer, 
 		if err != nil {
 			return r, err
 		}
-		if client.Terminal(latest.Status) {
+		if execution.Terminal(latest.Status) {
 			return latest, nil
 		}
 		select {
@@ -433,7 +433,7 @@ A run that already ended is RUN_NOT_ACTIVE.`,
 				if err != nil {
 					return err
 				}
-				if client.Terminal(r.Status) {
+				if execution.Terminal(r.Status) {
 					fmt.Fprintf(out, "run %s %s\n", r.RunID, r.Status)
 					if r.Status != execution.StatusCancelled {
 						return errors.New("the run ended before the cancellation took effect")
