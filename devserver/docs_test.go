@@ -24,7 +24,7 @@ func TestREADMEDocumentsSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := regexp.MustCompile(`get\("([A-Z][A-Z0-9_]+)"|intEnv\(get, "([A-Z][A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1)
+	vars := regexp.MustCompile(`get\("([A-Z][A-Z0-9_]+)"|(?:intEnv|durationEnv)\(get, "([A-Z][A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1)
 	if len(vars) < 10 {
 		t.Fatalf("found only %d variables in config.go; has its shape changed?", len(vars))
 	}

@@ -230,6 +230,20 @@ type NodeInput struct {
 	// an infrastructure fault (0 for its first dispatch). Side effects key
 	// on (tenant, run, node) regardless.
 	Redispatch int `json:"redispatch,omitempty"`
+	// Events are interpreter events not yet known to be in the log, which
+	// the activity appends before it runs the node (the interpreter's
+	// buffer riding along instead of a flush of its own).
+	Events *EventBatch `json:"events,omitempty"`
+}
+
+// EventBatch is the interpreter's buffer as an activity carries it: events
+// in ordinal order (appending them again is harmless: keys), the run update
+// that goes with them, and the ordinal of the last one, which the activity
+// reports back (NodeResult.EventsThrough) once they are appended.
+type EventBatch struct {
+	Events  []EventDraft `json:"events,omitempty"`
+	Run     *RunUpdate   `json:"run,omitempty"`
+	Through int          `json:"through"`
 }
 
 // NodeResult is what a node activity returns.
@@ -239,6 +253,9 @@ type NodeResult struct {
 	Value Value  `json:"value"`
 	// DurationMs is a simulated duration (fixtures) the virtual clock advances by.
 	DurationMs int64 `json:"durationMs,omitempty"`
+	// EventsThrough echoes NodeInput.Events.Through: the carried events
+	// are in the log, through that ordinal.
+	EventsThrough int `json:"eventsThrough,omitempty"`
 }
 
 // Event types (schemaVersion 1).

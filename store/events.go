@@ -113,57 +113,85 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 	if upd != nil && upd.Status != "" && statusRank(upd.Status) < 0 {
 		return false, failure.New(failure.CodeInvalidRequest, "run update status %q is unknown", upd.Status)
 	}
-	applied := true
-	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		var lastSeq int64
-		var lastHash, status string
-		err := tx.QueryRow(ctx, `SELECT last_seq, last_hash, status FROM runs
-			WHERE run_id = $1 AND tenant_id = $2 FOR UPDATE`, runID, tenantID).Scan(&lastSeq, &lastHash, &status)
-		if err != nil {
-			return notFound(err)
-		}
-		if onlyIfActive && statusRank(status) == 2 {
-			applied = false
-			return nil
-		}
-		fresh, err := withoutExisting(ctx, tx, runID, prepared)
-		if err != nil {
-			return err
-		}
-		if len(fresh) > 0 {
-			batch := &pgx.Batch{}
-			for _, e := range fresh {
-				lastSeq++
-				h, err := eventHash(runID, lastSeq, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data, lastHash)
-				if err != nil {
-					return err
-				}
-				batch.Queue(`INSERT INTO run_events (run_id, tenant_id, seq, event_key, type, schema_version, at,
-						node_id, attempt, data, prev_hash, hash)
-					VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), NULLIF($9, 0), $10, $11, $12)`,
-					runID, tenantID, lastSeq, e.key, e.typ, execution.EventSchemaVersion, e.at,
-					e.nodeID, e.attempt, e.data, lastHash, h)
-				lastHash = h
+	args, err := appendArgs(tenantID, runID, prepared, onlyIfActive)
+	if err != nil {
+		return false, err
+	}
+	// The hot path — events alone, or with the move to running — is one
+	// statement (weft_append_events, migration 00012). A terminal update
+	// (output, error) is applied in Go in the same transaction.
+	var terminal bool
+	if upd != nil && upd.Status != "" {
+		if upd.Status == execution.StatusRunning {
+			at := projectionTime(events)
+			if at == nil {
+				now := time.Now().UTC()
+				at = &now
 			}
-			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-				return fmt.Errorf("insert events: %w", err)
-			}
-			if _, err := tx.Exec(ctx, `UPDATE runs SET last_seq = $2, last_hash = $3, updated_at = now()
-				WHERE run_id = $1`, runID, lastSeq, lastHash); err != nil {
+			args[12] = *at
+		} else {
+			terminal = true
+		}
+	}
+	// A batch holding run.started starts the run at that event's time,
+	// whatever its update: a run that ran no activity reaches its end with
+	// its start in the same batch (the interpreter's update is then the
+	// terminal one).
+	for _, e := range prepared {
+		if e.typ == execution.EventRunStarted {
+			args[12] = e.at
+			break
+		}
+	}
+	var found bool
+	var status string
+	if !terminal {
+		err = s.Pool.QueryRow(ctx, appendEventsSQL, args...).Scan(&found, &status, new(int))
+	} else {
+		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, appendEventsSQL, args...).Scan(&found, &status, new(int)); err != nil || !found {
 				return err
 			}
-			// Delivered at commit, never for a rolled-back batch: wakes the
-			// event streams of this run (EventFeed) in every API process.
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, runID); err != nil {
-				return fmt.Errorf("notify: %w", err)
+			if onlyIfActive && statusRank(status) == 2 {
+				return nil
 			}
-		}
-		return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, projectionTime(events))
-	})
+			return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, projectionTime(events))
+		})
+	}
+	if err == nil && !found {
+		err = failure.ErrNotFound
+	}
 	if err != nil {
 		return false, fmt.Errorf("store: append events to run %s: %w", runID, err)
 	}
-	return applied, nil
+	// With onlyIfActive, a run already terminal got nothing.
+	return !(onlyIfActive && statusRank(status) == 2), nil
+}
+
+// appendEventsSQL calls weft_append_events; appendArgs builds its arguments.
+const appendEventsSQL = `SELECT run_found, run_status, appended FROM weft_append_events($1, $2, $3, $4,
+	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::text[]::jsonb[], $11::bytea[], $12::bytea[],
+	$13::timestamptz, $14)`
+
+// appendArgs lays the prepared events out as the function's arrays, each
+// event's canonical form split around its seq, which only the database
+// assigns (see eventHashParts). Argument 12 (index 12, p_running_at) is
+// left nil for the caller.
+func appendArgs(tenantID, runID string, events []preparedEvent, onlyIfActive bool) ([]any, error) {
+	n := len(events)
+	keys, types, nodes := make([]string, n), make([]string, n), make([]string, n)
+	attempts, ats, data := make([]int32, n), make([]time.Time, n), make([]string, n)
+	heads, tails := make([][]byte, n), make([][]byte, n)
+	for i, e := range events {
+		head, tail, err := eventHashParts(runID, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data)
+		if err != nil {
+			return nil, err
+		}
+		keys[i], types[i], nodes[i], attempts[i], ats[i], data[i] = e.key, e.typ, e.nodeID, int32(e.attempt), e.at, string(e.data)
+		heads[i], tails[i] = head, tail
+	}
+	return []any{runID, tenantID, onlyIfActive, execution.EventSchemaVersion,
+		keys, types, nodes, attempts, ats, data, heads, tails, nil, EventsChannel}, nil
 }
 
 // prepareEvents validates drafts, drops repeated keys within the batch (the
@@ -205,39 +233,6 @@ func prepareEvents(drafts []execution.EventDraft) ([]preparedEvent, error) {
 
 // eventTime is t as PostgreSQL stores it: UTC, microsecond precision.
 func eventTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-
-// withoutExisting drops the events whose key the run already holds.
-func withoutExisting(ctx context.Context, tx pgx.Tx, runID string, events []preparedEvent) ([]preparedEvent, error) {
-	if len(events) == 0 {
-		return nil, nil
-	}
-	keys := make([]string, len(events))
-	for i, e := range events {
-		keys[i] = e.key
-	}
-	rows, err := tx.Query(ctx, `SELECT event_key FROM run_events WHERE run_id = $1 AND event_key = ANY($2)`, runID, keys)
-	if err != nil {
-		return nil, err
-	}
-	existing, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, err
-	}
-	if len(existing) == 0 {
-		return events, nil
-	}
-	have := make(map[string]bool, len(existing))
-	for _, k := range existing {
-		have[k] = true
-	}
-	out := events[:0:0]
-	for _, e := range events {
-		if !have[e.key] {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
 
 // projectionTime is when a run update happened: the latest event time of the
 // batch (workflow time, stable across re-executions), else nil for now().
@@ -306,7 +301,16 @@ func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current str
 // {runId, seq, type, schemaVersion, at, nodeId, attempt, data} with `at` in
 // RFC 3339 with exactly six fractional digits, in UTC.
 func eventHash(runID string, seq int64, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte, prevHash string) (string, error) {
-	c, err := graph.Canonical(struct {
+	c, err := eventCanonical(runID, seq, schemaVersion, typ, at, nodeID, attempt, data)
+	if err != nil {
+		return "", err
+	}
+	return graph.SHA256Hex(append([]byte(prevHash), c...)), nil
+}
+
+// eventCanonical is canonical(event) of eventHash.
+func eventCanonical(runID string, seq int64, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) ([]byte, error) {
+	return graph.Canonical(struct {
 		RunID         string          `json:"runId"`
 		Seq           int64           `json:"seq"`
 		Type          string          `json:"type"`
@@ -316,10 +320,25 @@ func eventHash(runID string, seq int64, schemaVersion int, typ string, at time.T
 		Attempt       int             `json:"attempt"`
 		Data          json.RawMessage `json:"data"`
 	}{runID, seq, typ, schemaVersion, at.UTC().Format("2006-01-02T15:04:05.000000Z07:00"), nodeID, attempt, data})
+}
+
+// eventHashParts is the canonical form eventHash hashes, split around the
+// seq value: canonical(event) = head || decimal(seq) || tail. The keys sort
+// as at, attempt, data, nodeId, runId, schemaVersion, seq, type, so the
+// split is at the last `,"seq":` (data comes earlier; runId, schemaVersion
+// and type cannot contain it).
+func eventHashParts(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (head, tail []byte, err error) {
+	c, err := eventCanonical(runID, 0, schemaVersion, typ, at, nodeID, attempt, data)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
-	return graph.SHA256Hex(append([]byte(prevHash), c...)), nil
+	const marker = `,"seq":0,"type":`
+	k := bytes.LastIndex(c, []byte(marker))
+	if k < 0 {
+		return nil, nil, fmt.Errorf("store: canonical event %q has no seq", c)
+	}
+	cut := k + len(`,"seq":`)
+	return c[:cut], c[cut+1:], nil
 }
 
 // EvidenceData turns event data into what may be stored as evidence: valid
