@@ -75,7 +75,7 @@ func Register(r worker.ActivityRegistry, d Deps) {
 	revs := newRevisionCache(d.Store, d.RevisionCacheSize)
 	vals := valueCodec{store: d.Store}
 
-	plans := &PlanActivities{plans: d.Store}
+	plans := newPlanActivities(d.Store)
 	events := &EventActivities{events: d.Store}
 	local := &LocalNodeActivities{revisions: revs, values: vals}
 	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger,

@@ -34,6 +34,11 @@ func TestREADMEDocumentsSettings(t *testing.T) {
 			t.Errorf("README does not document %s", name)
 		}
 	}
+	for _, s := range devserver.SQLitePragmas {
+		if !strings.Contains(string(readme), "--sqlite-pragma "+s.Key+"="+s.Value) {
+			t.Errorf("README does not document the dev server pragma %s=%s", s.Key, s.Value)
+		}
+	}
 	for _, s := range devserver.DynamicConfig {
 		if !strings.Contains(string(readme), s.Key+"="+s.Value) {
 			t.Errorf("README does not document the dev server setting %s=%s", s.Key, s.Value)

@@ -77,6 +77,12 @@ type Deps struct {
 	// would publish. Nil uses the store for agents and published actions,
 	// as api.New does.
 	Resolver *catalog.Resolver
+	// EagerStart asks Temporal to hand a run's first workflow task straight
+	// back to a worker of this process (StartWorkflowOptions.
+	// EnableEagerStart), saving the round trip through the task queue. Set
+	// it only where a worker polls TaskQueue through the same client
+	// (`weft dev`); otherwise the server just starts the run as usual.
+	EagerStart bool
 	// Durability goes into every run's parameters (config
 	// WEFT_LEASE_TIMEOUT, WEFT_INFRA_MAX_*); zero fields take
 	// execution.DefaultDurability.
@@ -93,6 +99,7 @@ type Starter struct {
 	log       *slog.Logger
 	resolver  *catalog.Resolver
 	durable   execution.Durability
+	eager     bool
 }
 
 // New returns a Starter. Store, Temporal and TaskQueue are required.
@@ -118,7 +125,7 @@ func New(d Deps) (*Starter, error) {
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,
 		uiURL: strings.TrimRight(d.UIURL, "/"), namespace: d.Namespace,
 		log: d.Logger.With("component", "starter"), resolver: d.Resolver,
-		durable: d.Durability.WithDefaults(),
+		durable: d.Durability.WithDefaults(), eager: d.EagerStart,
 	}, nil
 }
 
@@ -454,8 +461,9 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 			devserver.KeyMode.ValueSet(run.Mode),
 			devserver.KeyRevision.ValueSet(int64(run.Revision)),
 		),
-		StaticSummary: runSummary(run),
-		StaticDetails: fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
+		EnableEagerStart: s.eager,
+		StaticSummary:    runSummary(run),
+		StaticDetails:    fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
 	}
 	we, err := s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)
 	if err != nil {

@@ -81,7 +81,7 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 		return err
 	}
 	defer tc.Close()
-	a, err := newAPI(cfg, st, tc, keys, metrics.New(), logger)
+	a, err := newAPI(cfg, st, tc, keys, metrics.New(), logger, false)
 	if err != nil {
 		return err
 	}
@@ -113,8 +113,10 @@ type apiParts struct {
 // newAPI builds the HTTP handler (the API, and the canvas under /ui/) and
 // the starter its run routes enqueue through. The caller runs the starter's
 // sweeper (every API replica may) and the event feed. m is served at
-// /metrics; `weft dev` shares it with its worker.
-func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger) (apiParts, error) {
+// /metrics; `weft dev` shares it with its worker. eagerStart is for `weft
+// dev` only, whose worker polls the task queue through tc (see
+// starter.Deps.EagerStart).
+func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger, eagerStart bool) (apiParts, error) {
 	// One variable registry and one resolver (with its compile cache) serve
 	// both publication and the starter, so a draft simulates exactly as it
 	// would publish.
@@ -127,7 +129,7 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	runs, err := starter.New(starter.Deps{
 		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
 		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
-		Resolver: resolver, Durability: cfg.Durability,
+		Resolver: resolver, Durability: cfg.Durability, EagerStart: eagerStart,
 	})
 	if err != nil {
 		return apiParts{}, err
