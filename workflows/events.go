@@ -46,11 +46,9 @@ type eventLog struct {
 	rideAlong, carry bool
 }
 
-// carryBudget bounds the bytes of buffered events all the activities of one
-// iteration carry together (each carries the whole buffer); above it the
-// iteration flushes instead, so a wide fan-out never inflates its workflow
-// task.
-const carryBudget = 64 << 10
+// carryBudget bounds the buffered bytes an attempt carries; above it the
+// iteration flushes instead, so no attempt's input grows large.
+const carryBudget = 32 << 10
 
 // setUpdate sets the run update that goes with the next append.
 func (l *eventLog) setUpdate(u *execution.RunUpdate) {
@@ -147,10 +145,11 @@ func (i *interpreter) flush() error {
 
 // flushOrCarry makes the buffer durable before what this iteration
 // schedules becomes visible, in the cheapest way that keeps order: before
-// version 2 (or when the buffer is large) a flush; from version 2 the
-// regular activities it starts carry the buffer, and an iteration that
-// starts only local activities leaves it for the next one (they finish in
-// this workflow task, before anything else happens).
+// version 2 a flush; from version 2 the one regular activity it starts
+// carries the buffer (a flush when it starts several, or the buffer is
+// large), and an iteration that starts only local activities leaves it for
+// the next one (they finish in this workflow task, before anything else
+// happens).
 func (i *interpreter) flushOrCarry() error {
 	l := &i.events
 	l.carry = false
@@ -175,9 +174,12 @@ func (i *interpreter) flushOrCarry() error {
 	switch {
 	case timers, regular == 0 && local == 0:
 		return i.flush()
-	case regular > 0 && regular*l.size() > carryBudget:
+	case regular > 1, regular == 1 && l.size() > carryBudget:
+		// Several carriers would each append the same batch, contending
+		// for the run's row lock, and copy it into every attempt's input:
+		// one flush is cheaper.
 		return i.flush()
-	case regular > 0:
+	case regular == 1:
 		l.carry = true
 	}
 	return nil

@@ -1,8 +1,10 @@
 package workflows
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -73,20 +75,39 @@ out output in=a.out
 	}, w.f.flushes())
 }
 
-// A wide fan-out would copy the buffer into every attempt: above
-// carryBudget the iteration flushes instead.
-func TestWideFanOutFlushesInsteadOfCarrying(t *testing.T) {
-	desc := "in input\n"
-	merge := "m merge"
-	for k := range 40 {
-		desc += "a" + string(rune('A'+k%26)) + string(rune('a'+k/26)) + " action in=in.out\n"
-		merge += " p" + string(rune('A'+k%26)) + string(rune('a'+k/26)) + "=a" + string(rune('A'+k%26)) + string(rune('a'+k/26)) + ".out"
-	}
-	desc += merge + "\nout output in=m.out\n"
-	w := newWF(t, desc, nil)
-	w.env.SetTestTimeout(time.Minute)
+// An iteration that starts several activities flushes instead: each
+// would append the same batch, contending for the run's row lock.
+func TestFanOutFlushesInsteadOfCarrying(t *testing.T) {
+	w := newWF(t, `
+in  input
+a   action in=in.out
+b   action in=in.out
+m   merge  x=a.out y=b.out
+out output in=m.out
+`, nil)
 	require.NoError(t, w.run(testParams(execution.ModeLive)))
-	require.Equal(t, "flush", w.f.appendSources()[0], "40 copies of the buffer are over the budget")
+	require.Equal(t, "flush", w.f.appendSources()[0])
+	require.Empty(t, w.f.batches, "nothing rides along with a fan-out")
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+}
+
+// A buffer above carryBudget is flushed rather than copied into the next
+// attempt's input: here eight gates (local, so their events wait in the
+// buffer) pass a 5 KiB value along before the action.
+func TestLargeBufferIsFlushed(t *testing.T) {
+	desc := "in input\n"
+	prev := "in.out"
+	for k := 1; k <= 8; k++ {
+		desc += fmt.Sprintf("g%d gate in=%s\n", k, prev)
+		prev = fmt.Sprintf("g%d.pass", k)
+	}
+	desc += "a action in=" + prev + "\nout output in=a.out\n"
+	w := newWF(t, desc, nil)
+	p := testParams(execution.ModeLive)
+	p.Input = execution.Value{Inline: json.RawMessage(`"` + strings.Repeat("x", 5<<10) + `"`)}
+	require.NoError(t, w.run(p))
+	require.Equal(t, []string{"flush", "flush"}, w.f.appendSources(), "the buffer before a was too large to carry")
+	require.Empty(t, w.f.batches)
 	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 }
 
