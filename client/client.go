@@ -263,6 +263,7 @@ type DryRun struct {
 	DraftRevision int           `json:"draftRevision"`
 	Valid         bool          `json:"valid"`
 	Issues        []graph.Issue `json:"issues"`
+	Warnings      []graph.Issue `json:"warnings"`
 	Order         []string      `json:"order"`
 	Permissions   []string      `json:"permissions"`
 	Checksum      string        `json:"checksum"`
@@ -285,6 +286,9 @@ type Published struct {
 	Revision      int    `json:"revision"`
 	Checksum      string `json:"checksum"`
 	DraftRevision int    `json:"draftRevision"`
+	// Warnings ask for what the revision lacks but runs without (a toolset
+	// summary: MISSING_TOOLSET_SUMMARY).
+	Warnings []graph.Issue `json:"warnings"`
 	// Created is false when the content was already the latest revision.
 	Created bool `json:"-"`
 }

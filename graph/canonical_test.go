@@ -165,7 +165,7 @@ func TestCanonicalTypesMatchReflective(t *testing.T) {
 	docs := []*Document{
 		genGraph(66, 3), genGraph(0, 0), exampleDoc(t), {}, {Nodes: []Node{}, Edges: []Edge{}},
 		{SchemaVersion: 1 << 60, Schemas: map[string]json.RawMessage{"n": nil, "a": json.RawMessage(` [1.0, {"b":1,"a":"\u00e9"}] `), "é": json.RawMessage(`{}`), "😀": json.RawMessage(`1`), "\ue000": json.RawMessage(`2`)},
-			Toolsets: map[string]Toolset{"t": {}, "u": {Tools: []string{"x", "quote\"\x01"}, Skill: "s\n"}}, Tools: "bad \xff utf8"},
+			Toolsets: map[string]Toolset{"t": {}, "u": {Tools: []string{"x", "quote\"\x01"}, Skill: "s\n", Summary: "one \"line\" \u2028"}}, Tools: "bad \xff utf8"},
 		{Nodes: []Node{
 			{ID: "a", Retry: f64(math.Copysign(0, -1))},
 			{ID: "b", Retry: f64(1.5), TimeoutMs: -1 << 62, Schema: json.RawMessage(`"Item"`), Agent: &AgentRef{}, Action: &ActionRef{ID: "x", Version: 1 << 55}},

@@ -239,6 +239,10 @@ func (e *canonEncoder) document(d *Document) error {
 			ts := d.Toolsets[k]
 			e.buf = append(e.buf, `:{"skill":`...)
 			e.str(ts.Skill)
+			if ts.Summary != "" {
+				e.buf = append(e.buf, `,"summary":`...)
+				e.str(ts.Summary)
+			}
 			e.buf = append(e.buf, `,"tools":`...)
 			e.stringSlice(ts.Tools)
 			e.buf = append(e.buf, '}')

@@ -163,6 +163,11 @@ func TestChecksumChangesWithContent(t *testing.T) {
 		"timeout":    func(d *Document) { d.Nodes[2].TimeoutMs = 10_001 },
 		"skill":      func(d *Document) { d.Toolsets["ops"] = Toolset{Tools: []string{"core.echo@1"}, Skill: "x"} },
 		"tools":      func(d *Document) { d.Tools = "ops" },
+		"summary": func(d *Document) {
+			ts := d.Toolsets["ops"]
+			ts.Summary = "Echo and sleep."
+			d.Toolsets["ops"] = ts
+		},
 		"edge": func(d *Document) {
 			i := slices.Index(d.Edges, Edge{From: "g0.fail", To: "m0.b"})
 			d.Edges[i].From = "g0.pass"

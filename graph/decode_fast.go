@@ -464,6 +464,8 @@ func (d *fastDecoder) toolset() (Toolset, bool) {
 			return field(&seen, 0) && arrayOf(d, &t.Tools, d.string)
 		case "skill":
 			return field(&seen, 1) && read(&t.Skill, d.string)
+		case "summary":
+			return field(&seen, 2) && read(&t.Summary, d.string)
 		}
 		return false
 	})

@@ -108,10 +108,16 @@ type Retry struct {
 	MaxIntervalMs     int     `json:"maxIntervalMs,omitempty"`
 }
 
-// Toolset is a captured toolset folder: the tools offered and the pinned skill text.
+// Toolset is a captured toolset folder: the tools offered, a one-line
+// summary shown to the agent with the tool list, and the pinned skill text.
 type Toolset struct {
 	Tools []string `json:"tools"`
 	Skill string   `json:"skill"`
+	// Summary is one line of at most MaxToolsetSummaryChars characters
+	// saying what the tools are for. It is content (pinned, in the
+	// checksum). Required for new toolsets; drafts and revisions saved
+	// before it existed have none (ToolsetWarnings reports them).
+	Summary string `json:"summary,omitempty"`
 }
 
 // Issue is one validation finding.
@@ -138,6 +144,15 @@ const (
 	CodeInvalidMapping        = "INVALID_MAPPING"
 	CodeUnknownVariable       = "UNKNOWN_VARIABLE"
 	CodeInvalidToolsPath      = "INVALID_TOOLS_PATH"
+	// CodeInvalidToolsetSummary: a toolset summary that is not one line of
+	// at most Limits.MaxToolsetSummaryChars characters (or holds control
+	// characters).
+	CodeInvalidToolsetSummary = "INVALID_TOOLSET_SUMMARY"
+	// CodeMissingToolsetSummary is a warning (ToolsetWarnings), never an
+	// issue: a toolset without a summary, saved before summaries existed,
+	// keeps working; new toolsets are refused without one when a draft is
+	// saved (see RequireToolsetSummaries).
+	CodeMissingToolsetSummary = "MISSING_TOOLSET_SUMMARY"
 	// CodeInvalidNode covers structural problems the codes above do not name
 	// (unknown kind, a missing required field, a bad id).
 	CodeInvalidNode = "INVALID_NODE"

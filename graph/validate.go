@@ -229,6 +229,9 @@ func (a *analysis) checkToolsets() {
 		if strings.TrimSpace(ts.Skill) == "" {
 			a.add(CodeInvalidToolsPath, path+"/skill", "toolset skill text must not be empty")
 		}
+		if msg := ToolsetSummaryProblem(ts.Summary); msg != "" {
+			a.add(CodeInvalidToolsetSummary, path+"/summary", "toolset %q: summary %s", name, msg)
+		}
 		for j, t := range ts.Tools {
 			tp := fmt.Sprintf("%s/tools/%d", path, j)
 			ref, err := ParseActionRef(t)
