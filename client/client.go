@@ -484,6 +484,24 @@ func (c *Client) Events(ctx context.Context, id, cursor string, limit int) (Even
 	return out, err
 }
 
+// Verification answers GET /v1/runs/{id}/verify.
+type Verification struct {
+	RunID  string `json:"runId"`
+	Intact bool   `json:"intact"`
+	Events int64  `json:"events"`
+	// FirstBrokenSeq and Reason name the first break; nil and "" when intact.
+	FirstBrokenSeq *int64 `json:"firstBrokenSeq,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// VerifyRun asks the server to recompute run id's event hash chain. A run
+// whose events retention deleted is an *Error with code EVENTS_DELETED.
+func (c *Client) VerifyRun(ctx context.Context, id string) (Verification, error) {
+	var out Verification
+	err := c.doJSON(ctx, http.MethodGet, runPath(id, "verify"), nil, nil, &out)
+	return out, err
+}
+
 // Cancelled answers a cancellation request.
 type Cancelled struct {
 	RunID  string `json:"runId"`

@@ -199,7 +199,8 @@ func TestCanonicalTypesMatchReflective(t *testing.T) {
 		requireSameCanonical(t, PinnedAction{ActionContract: c})
 		requireSameCanonical(t, PinnedAction{ActionContract: c, Hash: "h"})
 	}
-	for _, c := range []AgentContract{{}, {Key: "k", Revision: 3, Archived: true, OutputSchema: json.RawMessage(`true`), AllowedTools: []string{"a@1"}, RequiredPermissions: []string{"p"}, Hash: "h"}} {
+	for _, c := range []AgentContract{{}, {Key: "k", Revision: 3, Archived: true, OutputSchema: json.RawMessage(`true`), AllowedTools: []string{"a@1"}, RequiredPermissions: []string{"p"}, Hash: "h"},
+		{Key: "s", Revision: 1, Hash: "h", Skills: []PinnedSkill{{Key: "style", Revision: 2, Hash: "abc"}, {Key: "\"q\"", Revision: 1 << 40}}}} {
 		requireSameCanonical(t, c)
 	}
 }

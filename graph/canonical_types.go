@@ -458,6 +458,29 @@ func (e *canonEncoder) agentContract(c *AgentContract) error {
 	if err := e.int(c.Revision); err != nil {
 		return err
 	}
+	if len(c.Skills) > 0 {
+		e.member(&first, `"skills"`)
+		e.buf = append(e.buf, '[')
+		for i, sk := range c.Skills {
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = append(e.buf, '{')
+			if sk.Hash != "" {
+				e.buf = append(e.buf, `"hash":`...)
+				e.str(sk.Hash)
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = append(e.buf, `"key":`...)
+			e.str(sk.Key)
+			e.buf = append(e.buf, `,"revision":`...)
+			if err := e.int(sk.Revision); err != nil {
+				return err
+			}
+			e.buf = append(e.buf, '}')
+		}
+		e.buf = append(e.buf, ']')
+	}
 	e.buf = append(e.buf, '}')
 	return nil
 }

@@ -196,6 +196,11 @@ type AgentContract struct {
 	RequiredPermissions []string        `json:"requiredPermissions,omitempty"`
 	// Hash is the sha256 of the revision's canonical content.
 	Hash string `json:"hash"`
+	// Skills are the tenant skill revisions the agent revision lists, in its
+	// order, each with the content hash publication pinned (the catalog
+	// loads them without; validation resolves and fills it). Absent for an
+	// agent that lists none, so earlier checksums are unchanged.
+	Skills []PinnedSkill `json:"skills,omitempty"`
 	// Instructions is the revision's instructions template, as loaded for
 	// the resolver: the scopes of its variables become RequiredPermissions
 	// (SPEC §6). It is never pinned, encoded or part of a checksum; the Hash
@@ -203,9 +208,35 @@ type AgentContract struct {
 	Instructions string `json:"-"`
 }
 
+// SkillRef names one exact revision of a tenant skill.
+type SkillRef struct {
+	Key      string `json:"key"`
+	Revision int    `json:"revision"`
+}
+
+// PinnedSkill is a skill revision an agent revision lists, with the content
+// hash publication pinned (empty until validation resolves it).
+type PinnedSkill struct {
+	Key      string `json:"key"`
+	Revision int    `json:"revision"`
+	Hash     string `json:"hash,omitempty"`
+}
+
+// SkillContract is what the catalog knows of one skill revision.
+type SkillContract struct {
+	Key      string
+	Revision int
+	// Hash is the sha256 of the revision's canonical content.
+	Hash string
+	// Archived skills are refused by new publications (MISSING_DEPENDENCY).
+	Archived bool
+}
+
 // Catalog resolves a document's dependencies. Implementations are in-memory
 // snapshots the caller loaded beforehand; graph never performs I/O.
 type Catalog interface {
 	Action(id string, version int) (ActionContract, bool)
 	Agent(key string, revision int) (AgentContract, bool)
+	// Skill resolves a tenant skill revision an agent revision lists.
+	Skill(key string, revision int) (SkillContract, bool)
 }

@@ -17,6 +17,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/weftworks/weft/agents"
+	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
@@ -118,9 +120,16 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	if err := m.RegisterRuns(st.Pool, 0, logger); err != nil {
 		return nil, nil, err
 	}
+	// The configured model providers, probed for /readyz (never for work:
+	// the workers call them).
+	providers, err := agents.ProvidersFromConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
 	handler := api.New(api.Deps{
 		Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger,
 		Metrics: m, Starter: runs, Variables: vars, Resolver: resolver,
+		Providers: provider.NewReadiness(providers, provider.ReadinessOptions{TTL: cfg.ProviderProbeTTL, Logger: logger}),
 	})
 	return handler, runs, nil
 }
