@@ -383,3 +383,33 @@ func checkPinnedSkills(t *testing.T, d *devInstance, project, runID string) {
 		}
 	}
 }
+
+// TestValidateShowsToolsetSummaries: weft validate (offline) lists each
+// toolset with its summary, and warns about one without a summary (a
+// document written before summaries existed) without failing.
+func TestValidateShowsToolsetSummaries(t *testing.T) {
+	dir := t.TempDir()
+	doc := `schemaVersion: 1
+tools: ops
+toolsets:
+  ops: {tools: [core.echo@1], skill: Echo first., summary: Echo values back.}
+  legacy: {tools: [core.sleep@1], skill: Wait.}
+nodes:
+  - {id: in, kind: input, outputs: {out: any}}
+  - {id: out, kind: output, inputs: {in: any}}
+edges:
+  - {from: in.out, to: out.in}
+`
+	wf := writeFile(t, dir, "flow.yaml", doc)
+	r := weftCLI(t, nil, "validate", wf)
+	if r.code != 0 || !strings.Contains(r.stdout, "  toolset ops: Echo values back. [core.echo@1]") ||
+		!strings.Contains(r.stdout, "  toolset legacy: (no summary) [core.sleep@1]") ||
+		!strings.Contains(r.stdout, "warning: "+wf+":5:") || !strings.Contains(r.stdout, "MISSING_TOOLSET_SUMMARY /toolsets/legacy/summary") {
+		t.Fatalf("validate:\n%s", r)
+	}
+	bad := writeFile(t, dir, "bad.yaml", strings.Replace(doc, "summary: Echo values back.", "summary: \"one\\ntwo\"", 1))
+	r = weftCLI(t, nil, "validate", bad)
+	if r.code != 1 || !strings.Contains(r.stdout, "INVALID_TOOLSET_SUMMARY /toolsets/ops/summary") {
+		t.Fatalf("validate a multi-line summary:\n%s", r)
+	}
+}
