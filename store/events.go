@@ -71,9 +71,12 @@ func (e *ChainError) Error() string {
 	return fmt.Sprintf("store: event chain of run %s is broken at seq %d: %s", e.RunID, e.Seq, e.Reason)
 }
 
-// ErrEventsDeleted is returned by VerifyChain for a run whose events
-// retention deleted: there is nothing left to verify.
-var ErrEventsDeleted = errors.New("store: the run's events were deleted by retention")
+// CodeEventsDeleted is the code of ErrEventsDeleted (410 on the API).
+const CodeEventsDeleted = "EVENTS_DELETED"
+
+// ErrEventsDeleted is returned by VerifyChain and CheckChain for a run
+// whose events retention deleted: there is nothing left to verify.
+var ErrEventsDeleted = failure.New(CodeEventsDeleted, "the run's events were deleted by retention (WEFT_EVENT_RETENTION_DAYS); there is no chain left to verify")
 
 // preparedEvent is a draft after validation, redaction and bounding.
 type preparedEvent struct {
@@ -483,63 +486,104 @@ func (s *Store) runExists(ctx context.Context, tenantID, runID string) error {
 	return notFound(err)
 }
 
-// VerifyChain recomputes every event hash of the run from the stored rows
-// and checks seq is 1..last_seq without gaps and the chain ends at the run's
-// last hash. The first mismatch is a *ChainError naming its seq. A run whose
-// events retention deleted is ErrEventsDeleted.
+// ChainReport is what CheckChain found in a run's event chain.
+type ChainReport struct {
+	// Intact is true when every event's hash matches its content and its
+	// predecessor, seq runs 1..n without gaps and the chain ends at the
+	// run's last hash.
+	Intact bool
+	// Events is how many events are stored for the run.
+	Events int64
+	// FirstBrokenSeq and Reason name the first place the chain breaks
+	// (0 and "" when intact).
+	FirstBrokenSeq int64
+	Reason         string
+}
+
+// VerifyChain is CheckChain for callers that want an error: the first
+// mismatch is a *ChainError naming its seq.
 func (s *Store) VerifyChain(ctx context.Context, tenantID, runID string) error {
+	r, err := s.CheckChain(ctx, tenantID, runID)
+	if err != nil {
+		return err
+	}
+	if !r.Intact {
+		return &ChainError{RunID: runID, Seq: r.FirstBrokenSeq, Reason: r.Reason}
+	}
+	return nil
+}
+
+// CheckChain recomputes every event hash of the run from the stored rows
+// and checks seq is 1..last_seq without gaps and the chain ends at the run's
+// last hash, reporting the first break. A missing run (or another
+// tenant's) is failure.ErrNotFound; a run whose events retention deleted is
+// ErrEventsDeleted.
+func (s *Store) CheckChain(ctx context.Context, tenantID, runID string) (ChainReport, error) {
 	var lastSeq int64
 	var lastHash string
 	var deletedAt *time.Time
 	err := s.Pool.QueryRow(ctx, `SELECT last_seq, last_hash, events_deleted_at FROM runs WHERE run_id = $1 AND tenant_id = $2`,
 		runID, tenantID).Scan(&lastSeq, &lastHash, &deletedAt)
 	if err != nil {
-		return notFound(err)
+		return ChainReport{}, notFound(err)
 	}
 	if deletedAt != nil {
-		return ErrEventsDeleted
+		return ChainReport{}, ErrEventsDeleted
 	}
 	rows, err := s.Pool.Query(ctx, `SELECT seq, type, schema_version, at, COALESCE(node_id, ''), COALESCE(attempt, 0),
 			data, prev_hash, hash
 		FROM run_events WHERE run_id = $1 AND tenant_id = $2 ORDER BY seq`, runID, tenantID)
 	if err != nil {
-		return fmt.Errorf("store: verify chain: %w", err)
+		return ChainReport{}, fmt.Errorf("store: verify chain: %w", err)
 	}
 	defer rows.Close()
-	var seq int64
+	var report ChainReport
+	broken := func(seq int64, reason string) {
+		if report.FirstBrokenSeq == 0 {
+			report.FirstBrokenSeq, report.Reason = seq, reason
+		}
+	}
 	prev := ""
 	for rows.Next() {
 		e, err := scanEvent(rows)
 		if err != nil {
-			return fmt.Errorf("store: verify chain: %w", err)
+			return ChainReport{}, fmt.Errorf("store: verify chain: %w", err)
 		}
-		seq++
-		broken := func(reason string) error { return &ChainError{RunID: runID, Seq: e.Seq, Reason: reason} }
-		if e.Seq != seq {
-			return &ChainError{RunID: runID, Seq: seq, Reason: fmt.Sprintf("missing; found seq %d instead", e.Seq)}
+		report.Events++
+		if report.FirstBrokenSeq != 0 {
+			continue // counting only: the first break is what matters
+		}
+		if e.Seq != report.Events {
+			broken(report.Events, fmt.Sprintf("missing; found seq %d instead", e.Seq))
+			continue
 		}
 		if e.PrevHash != prev {
-			return broken("prevHash does not match the previous event's hash")
+			broken(e.Seq, "prevHash does not match the previous event's hash")
+			continue
 		}
 		h, err := eventHash(runID, e.Seq, e.SchemaVersion, e.Type, e.At, e.NodeID, e.Attempt, e.Data, prev)
 		if err != nil {
-			return broken(err.Error())
+			broken(e.Seq, err.Error())
+			continue
 		}
 		if h != e.Hash {
-			return broken("content does not match its hash")
+			broken(e.Seq, "content does not match its hash")
+			continue
 		}
 		prev = h
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: verify chain: %w", err)
+		return ChainReport{}, fmt.Errorf("store: verify chain: %w", err)
 	}
-	if seq != lastSeq {
-		return &ChainError{RunID: runID, Seq: seq + 1, Reason: fmt.Sprintf("missing; the run's last seq is %d", lastSeq)}
+	switch {
+	case report.FirstBrokenSeq != 0:
+	case report.Events != lastSeq:
+		broken(report.Events+1, fmt.Sprintf("missing; the run's last seq is %d", lastSeq))
+	case prev != lastHash:
+		broken(max(report.Events, 1), "the run's last hash does not match the chain")
 	}
-	if prev != lastHash {
-		return &ChainError{RunID: runID, Seq: seq, Reason: "the run's last hash does not match the chain"}
-	}
-	return nil
+	report.Intact = report.FirstBrokenSeq == 0
+	return report, nil
 }
 
 // DeleteEventsOfRunsClosedBefore deletes the events of every run that

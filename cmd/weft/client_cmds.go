@@ -35,6 +35,7 @@ func clientCommands() []*cobra.Command {
 		newRunsCmd(),
 		newEventsCmd(),
 		newCancelCmd(),
+		newVerifyCmd(),
 		newRevocationsCmd(),
 	}
 }

@@ -17,6 +17,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/weftworks/weft/agents"
+	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
@@ -140,9 +142,16 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	}
 	feed := st.NewEventFeed(logger)
 	streams := api.NewStreams(feed, 0)
+	// The configured model providers, probed for /readyz (never for work:
+	// the workers call them).
+	providers, err := agents.ProvidersFromConfig(cfg)
+	if err != nil {
+		return apiParts{}, err
+	}
 	handler := api.New(api.Deps{
 		Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger,
 		Metrics: m, Starter: runs, Variables: vars, Resolver: resolver, Streams: streams,
+		Providers: provider.NewReadiness(providers, provider.ReadinessOptions{TTL: cfg.ProviderProbeTTL, Logger: logger}),
 	})
 	return apiParts{handler: web.Mount(handler), starter: runs, feed: feed, streams: streams}, nil
 }
