@@ -307,7 +307,11 @@ type EventDraft struct {
 
 // RunUpdate is a run-row projection applied in the same transaction as an append.
 type RunUpdate struct {
-	Status string    `json:"status"`
+	Status string `json:"status"`
+	// TemporalRunID is the interpreter's own Temporal run id, sent with the
+	// move to running: the row keeps the first one (continue-as-new changes
+	// it; the workflow id is what operations address).
+	TemporalRunID string    `json:"temporalRunId,omitempty"`
 	Output *Value    `json:"output,omitempty"`
 	Error  *RunError `json:"error,omitempty"`
 }

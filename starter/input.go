@@ -97,21 +97,8 @@ type InputIssue struct {
 // validateInput checks input against the schema of the input node's out
 // port. A compiled revision always has exactly one input node; its absence
 // means a corrupt revision and is an internal error, not the caller's.
-func validateInput(c *graph.Compiled, input json.RawMessage) error {
-	node, ok := c.Document.InputNode()
-	if !ok {
-		return failure.New(failure.CodeInternal, "revision %s has no input node", c.Checksum)
-	}
-	name := node.Outputs["out"]
-	raw, ok := c.Document.SchemaByName(name)
-	if !ok {
-		return failure.New(failure.CodeInternal, "revision %s: input schema %q is missing", c.Checksum, name)
-	}
-	schema, err := graph.CompileSchema(raw)
-	if err != nil {
-		return failure.Wrap(err, failure.CodeInternal, "revision %s: input schema does not compile", c.Checksum)
-	}
-	errs, err := graph.SchemaErrors(schema, input, maxInputIssues+1)
+func validateInput(p *pinned, input json.RawMessage) error {
+	errs, err := graph.SchemaErrors(p.input, input, maxInputIssues+1)
 	if err == nil && errs == nil {
 		return nil
 	}
@@ -126,11 +113,11 @@ func validateInput(c *graph.Compiled, input json.RawMessage) error {
 	if truncated {
 		issues = issues[:maxInputIssues]
 	}
-	details := map[string]any{"node": node.ID, "schema": name, "errors": issues}
+	details := map[string]any{"node": p.inputNode, "schema": p.inputName, "errors": issues}
 	if truncated {
 		details["truncated"] = true
 	}
-	return failure.New(failure.CodeInvalidInput, "input does not match the schema %q of input node %q", name, node.ID).
+	return failure.New(failure.CodeInvalidInput, "input does not match the schema %q of input node %q", p.inputName, p.inputNode).
 		WithDetails(details)
 }
 

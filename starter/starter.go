@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -100,6 +101,7 @@ type Starter struct {
 	resolver  *catalog.Resolver
 	durable   execution.Durability
 	eager     bool
+	pinned    *lru.Cache[pinnedKey, *pinned] // revisions.go
 }
 
 // New returns a Starter. Store, Temporal and TaskQueue are required.
@@ -125,7 +127,7 @@ func New(d Deps) (*Starter, error) {
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,
 		uiURL: strings.TrimRight(d.UIURL, "/"), namespace: d.Namespace,
 		log: d.Logger.With("component", "starter"), resolver: d.Resolver,
-		durable: d.Durability.WithDefaults(), eager: d.EagerStart,
+		durable: d.Durability.WithDefaults(), eager: d.EagerStart, pinned: newPinnedCache(),
 	}, nil
 }
 
@@ -227,16 +229,20 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	}
 
 	var rev store.Revision
-	var compiled *graph.Compiled
+	var p *pinned
 	if req.DraftRevision != nil {
-		compiled, err = s.compileDraft(ctx, tc.TenantID, tc.Permissions, req.WorkflowKey, *req.DraftRevision)
+		var draft *graph.Compiled
+		if draft, err = s.compileDraft(ctx, tc.TenantID, tc.Permissions, req.WorkflowKey, *req.DraftRevision); err == nil {
+			p, err = pin(draft)
+		}
 	} else {
-		rev, compiled, err = s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision)
+		rev, p, err = s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision)
 	}
 	if err != nil {
 		return Accepted{}, err
 	}
-	if err := validateInput(compiled, input); err != nil {
+	compiled := p.compiled
+	if err := validateInput(p, input); err != nil {
 		return Accepted{}, err
 	}
 	// A live run needs every node's permissions in the snapshot. A
@@ -361,7 +367,7 @@ func checkRequest(req *Request) (execution.Mode, error) {
 }
 
 // resolve finds the revision to run: the one named, or the latest published.
-func (s *Starter) resolve(ctx context.Context, tenant, key string, n *int) (store.Revision, *graph.Compiled, error) {
+func (s *Starter) resolve(ctx context.Context, tenant, key string, n *int) (store.Revision, *pinned, error) {
 	var rev store.Revision
 	var err error
 	if n != nil {
@@ -378,11 +384,11 @@ func (s *Starter) resolve(ctx context.Context, tenant, key string, n *int) (stor
 	if err != nil {
 		return store.Revision{}, nil, fmt.Errorf("starter: resolve revision: %w", err)
 	}
-	compiled, err := s.store.GetCompiled(ctx, tenant, rev.Checksum)
+	p, err := s.pinnedRevision(ctx, tenant, rev.Checksum) // revisions.go
 	if err != nil {
-		return store.Revision{}, nil, fmt.Errorf("starter: load compiled revision %s: %w", rev.Checksum, err)
+		return store.Revision{}, nil, err
 	}
-	return rev, compiled, nil
+	return rev, p, nil
 }
 
 // notPublished tells a workflow that does not exist (404) from one that
@@ -465,17 +471,10 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 		StaticSummary:    runSummary(run),
 		StaticDetails:    fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
 	}
-	we, err := s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)
-	if err != nil {
-		return err
-	}
-	if run.TemporalRunID == "" {
-		if err := s.store.SetTemporalRunID(ctx, run.RunID, we.GetRunID()); err != nil {
-			// The run is started; only the UI link lacks its run id.
-			s.log.Warn("record temporal run id", "run", run.RunID, "err", err)
-		}
-	}
-	return nil
+	// The run row learns its Temporal run id from the interpreter's first
+	// append (RunUpdate.TemporalRunID), not from a write here.
+	_, err = s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)
+	return err
 }
 
 // inputValue is the run input as the workflow receives it: inline, or a
@@ -485,15 +484,11 @@ func (s *Starter) inputValue(ctx context.Context, run store.Run) (execution.Valu
 	if len(run.Input) <= MaxInlineInput {
 		return execution.Value{Inline: run.Input}, nil
 	}
-	compiled, err := s.store.GetCompiled(ctx, run.TenantID, run.Checksum)
+	p, err := s.pinnedRevision(ctx, run.TenantID, run.Checksum)
 	if err != nil {
-		return execution.Value{}, fmt.Errorf("load compiled revision: %w", err)
+		return execution.Value{}, err
 	}
-	node, ok := compiled.Document.InputNode()
-	if !ok {
-		return execution.Value{}, fmt.Errorf("revision %s has no input node", run.Checksum)
-	}
-	ref, err := s.store.PutValue(ctx, run.TenantID, run.RunID, node.ID, "out", run.Input)
+	ref, err := s.store.PutValue(ctx, run.TenantID, run.RunID, p.inputNode, "out", run.Input)
 	if err != nil {
 		return execution.Value{}, fmt.Errorf("store large input: %w", err)
 	}

@@ -125,6 +125,7 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 	// (output, error) is applied in Go in the same transaction.
 	var terminal bool
 	if upd != nil && upd.Status != "" {
+		args[13] = upd.TemporalRunID
 		if upd.Status == execution.StatusRunning {
 			at := projectionTime(events)
 			if at == nil {
@@ -174,7 +175,7 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 // appendEventsSQL calls weft_append_events; appendArgs builds its arguments.
 const appendEventsSQL = `SELECT run_found, run_status, appended FROM weft_append_events($1, $2, $3, $4,
 	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::text[]::jsonb[], $11::bytea[], $12::bytea[],
-	$13::timestamptz, $14)`
+	$13::timestamptz, $14, $15)`
 
 // appendArgs lays the prepared events out as the function's arrays, each
 // event's canonical form split around its seq, which only the database
@@ -194,7 +195,7 @@ func appendArgs(tenantID, runID string, events []preparedEvent, onlyIfActive boo
 		heads[i], tails[i] = head, tail
 	}
 	return []any{runID, tenantID, onlyIfActive, execution.EventSchemaVersion,
-		keys, types, nodes, attempts, ats, data, heads, tails, nil, EventsChannel}, nil
+		keys, types, nodes, attempts, ats, data, heads, tails, nil, "", EventsChannel}, nil
 }
 
 // prepareEvents validates drafts, drops repeated keys within the batch (the

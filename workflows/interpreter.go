@@ -196,6 +196,9 @@ func (i *interpreter) setup() error {
 		i.restore(c)
 	} else {
 		i.events.setUpdate(&execution.RunUpdate{Status: execution.StatusRunning})
+		if i.version >= 2 { // the row learns the run id here, not from the starter
+			i.events.update.TemporalRunID = workflow.GetInfo(i.root).WorkflowExecution.RunID
+		}
 		i.record(execution.EventRunStarted, nil, execution.EventData{
 			Mode: i.p.Mode, Checksum: i.p.Checksum, Revision: i.p.Revision,
 		})

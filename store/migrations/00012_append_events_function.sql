@@ -4,14 +4,15 @@
 -- one round trip instead of a transaction of six: it locks the run row,
 -- skips keys the run already holds, chains each new event's hash, inserts
 -- it, advances the chain head, wakes the run's event streams and moves a
--- queued run to running. The caller (store.AppendEvents) computes each
+-- queued run to running (recording the interpreter's Temporal run id when
+-- the row has none yet). The caller (store.AppendEvents) computes each
 -- event's canonical form around its seq: hash = sha256(prev_hash || head ||
 -- seq || tail), which is what store.VerifyChain recomputes in Go.
 -- +goose StatementBegin
 CREATE FUNCTION weft_append_events(
     p_run text, p_tenant text, p_only_active boolean, p_schema_version integer,
     p_keys text[], p_types text[], p_nodes text[], p_attempts integer[], p_ats timestamptz[], p_data jsonb[],
-    p_heads bytea[], p_tails bytea[], p_running_at timestamptz, p_channel text)
+    p_heads bytea[], p_tails bytea[], p_running_at timestamptz, p_temporal_run_id text, p_channel text)
 RETURNS TABLE (run_found boolean, run_status text, appended integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -51,6 +52,9 @@ BEGIN
          WHERE run_id = p_run;
         v_status := 'running';
     END IF;
+    IF p_temporal_run_id <> '' THEN
+        UPDATE runs SET temporal_run_id = p_temporal_run_id WHERE run_id = p_run AND temporal_run_id IS NULL;
+    END IF;
     RETURN QUERY SELECT true, v_status, n;
 END
 $$;
@@ -58,4 +62,4 @@ $$;
 
 -- +goose Down
 DROP FUNCTION weft_append_events(text, text, boolean, integer, text[], text[], text[], integer[], timestamptz[],
-    jsonb[], bytea[], bytea[], timestamptz, text);
+    jsonb[], bytea[], bytea[], timestamptz, text, text);
