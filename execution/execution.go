@@ -312,8 +312,8 @@ type RunUpdate struct {
 	// move to running: the row keeps the first one (continue-as-new changes
 	// it; the workflow id is what operations address).
 	TemporalRunID string    `json:"temporalRunId,omitempty"`
-	Output *Value    `json:"output,omitempty"`
-	Error  *RunError `json:"error,omitempty"`
+	Output        *Value    `json:"output,omitempty"`
+	Error         *RunError `json:"error,omitempty"`
 }
 
 // RunError is a run's terminal error.
