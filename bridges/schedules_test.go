@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/bridges"
@@ -144,7 +146,13 @@ func TestScheduleFiresAsServiceActorAndDeleteStopsIt(t *testing.T) {
 	_, err = v.tc.ScheduleClient().GetHandle(context.Background(), temporalID).Describe(context.Background())
 	var nf *serviceerror.NotFound
 	require.True(t, errors.As(err, &nf), "describe after delete: %v", err)
-	time.Sleep(5 * time.Second) // two more intervals
+	// The schedule is gone, so only firings already under way can still
+	// enqueue: wait until none of its ScheduledEnqueue workflows runs.
+	eventually(t, 30*time.Second, "the deleted schedule's firings to settle", func() bool {
+		n, err := v.tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("TemporalScheduledById = '%s' AND ExecutionStatus = 'Running'", temporalID)})
+		return err == nil && n.GetCount() == 0
+	})
 	for key := range v.idempotencyKeys("items") {
 		at, ok := strings.CutPrefix(key, id+"@")
 		require.True(t, ok, "idempotency key %q", key)
@@ -190,7 +198,13 @@ func TestScheduleRevocationRefusesFiringWithEvidence(t *testing.T) {
 	_, bound := v.idempotencyKeys("notes")[firingKey]
 	require.False(t, bound, "a refused firing bound its key to a run")
 	n := len(v.scheduleRuns("notes", id))
-	time.Sleep(4500 * time.Millisecond)
+	refused := func() int {
+		res := v.do(http.MethodGet, "/v1/workflows/notes/schedules/"+id, v.token, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		return len(res.JSON(t)["refusals"].([]any))
+	}
+	before := refused()
+	eventually(t, 20*time.Second, "two more refused firings", func() bool { return refused() >= before+2 })
 	require.Equal(t, n, len(v.scheduleRuns("notes", id)), "a firing ran without notes.write")
 
 	// GET of the schedule lists every refusal as evidence.
