@@ -19,7 +19,6 @@ import (
 	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/store"
-	"github.com/weftworks/weft/workflows"
 )
 
 // scheduleRuns returns the runs of key started by schedule id.
@@ -106,12 +105,12 @@ func TestScheduleFiresAsServiceActorAndDeleteStopsIt(t *testing.T) {
 	require.NotEmpty(t, desc.Info.RecentActions)
 	action := desc.Info.RecentActions[0]
 	hist := v.tc.GetWorkflowHistory(context.Background(), action.StartWorkflowResult.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var in workflows.EnqueueScheduledInput
+	var in execution.EnqueueScheduledInput
 	for hist.HasNext() {
 		ev, err := hist.Next()
 		require.NoError(t, err)
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			require.Equal(t, workflows.ActivityEnqueueScheduled, a.GetActivityType().GetName())
+			require.Equal(t, execution.ActivityEnqueueScheduled, a.GetActivityType().GetName())
 			require.NoError(t, json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &in))
 		}
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
-	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/reconciler"
 	"github.com/weftworks/weft/store"
@@ -166,7 +165,7 @@ func Serve(ctx context.Context, d Deps) error {
 func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, searchAttributeTimeout)
 	defer cancel()
-	added, err := devserver.RegisterSearchAttributes(ctx, c, namespace)
+	added, err := temporalclient.RegisterSearchAttributes(ctx, c, namespace)
 	if len(added) > 0 {
 		log.Info("registered search attributes", "added", added)
 	}
