@@ -61,6 +61,7 @@ type Server struct {
 	deps    Deps
 	log     *slog.Logger
 	streams *Streams
+	routes  *routeTable // set once every route is registered
 }
 
 // New builds the Echo application with every route.
@@ -102,6 +103,7 @@ func New(d Deps) *echo.Echo {
 	s.registerWebhookRoutes(e, v1)
 	s.registerRevocationRoutes(v1)
 	s.registerOpenAPIRoute(v1)
+	s.routes = newRouteTable(e.Routes())
 	return e
 }
 
