@@ -137,7 +137,8 @@ func Serve(ctx context.Context, d Deps) error {
 		<-ctx.Done()
 		close(interrupt)
 	}()
-	rec, err := reconciler.New(reconciler.Deps{Store: d.Store, Temporal: d.Temporal, Logger: log})
+	// The reconciler names its own component; log already says "worker".
+	rec, err := reconciler.New(reconciler.Deps{Store: d.Store, Temporal: d.Temporal, Logger: d.Logger.With("taskQueue", d.Config.TaskQueue)})
 	if err != nil {
 		return err
 	}
