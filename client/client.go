@@ -58,6 +58,20 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
 }
 
+// UnreachableError is an API that did not answer at all: nothing listens
+// at the address, a wrong host, a network down.
+type UnreachableError struct {
+	URL string // the API base, credentials removed
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the weft API at %s: %v", e.URL, e.Err)
+}
+
+// Unwrap returns the transport's error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
 // Issues returns the graph issues in details.issues (INVALID_GRAPH,
 // INVALID_TOOLS_PATH), if any.
 func (e *Error) Issues() []graph.Issue {
@@ -130,7 +144,10 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		}
+		return 0, &UnreachableError{URL: c.base.Redacted(), Err: err}
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))

@@ -206,6 +206,25 @@ func TestClientVerbs(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "already holds this content") {
 		t.Errorf("publish echo again:\n%s", r)
 	}
+	// --draft names the latest draft or says what it can do instead.
+	r = weftCLI(t, env, "publish", "echo", "--draft", "1")
+	if r.code != 1 || !strings.Contains(r.stderr, "only the latest draft (2) can be published") {
+		t.Errorf("publish an older draft:\n%s", r)
+	}
+	r = weftCLI(t, env, "publish", "echo", "--draft", "9")
+	if r.code != 1 || !strings.Contains(r.stderr, "echo has no draft 9; its latest draft is 2") {
+		t.Errorf("publish a draft that does not exist:\n%s", r)
+	}
+	// An empty list says so.
+	r = weftCLI(t, env, "runs", "--key", "nothing-here")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "no runs match" {
+		t.Errorf("runs of no workflow:\n%s", r)
+	}
+	// An API that does not answer is named, with the variable that sets it.
+	r = weftCLI(t, []string{"WEFT_URL=http://127.0.0.1:1", "WEFT_TOKEN=" + d.token}, "runs")
+	if r.code != 1 || !strings.Contains(r.stderr, "cannot reach the weft API at http://127.0.0.1:1") || !strings.Contains(r.stderr, "WEFT_URL") {
+		t.Errorf("unreachable API:\n%s", r)
+	}
 
 	// A draft may hold issues; publishing it fails with every issue.
 	if r = weftCLI(t, env, "push", bad, "--key", "bad"); r.code != 0 {
@@ -241,8 +260,9 @@ func TestClientVerbs(t *testing.T) {
 		t.Errorf("idempotent run:\n%s\n%s", r1, r2)
 	}
 	r = weftCLI(t, env, "run", "echo", "--input", `{"n":2}`, "--idempotency-key", "k-1")
-	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") {
-		t.Errorf("same key, other input:\n%s", r)
+	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, `details: {`) ||
+		!strings.Contains(r.stderr, `"runId": "`) {
+		t.Errorf("same key, other input (the refusal's details printed):\n%s", r)
 	}
 	if r = weftCLI(t, env, "run", "echo", "--input", `{nope`); r.code != 1 || !strings.Contains(r.stderr, "--input is not valid JSON") {
 		t.Errorf("bad input:\n%s", r)
