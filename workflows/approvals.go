@@ -251,7 +251,10 @@ func refusal(typ, format string, args ...any) error {
 
 // validateDecision refuses an update that cannot decide anything. It runs
 // read-only and only when the update arrives (never on replay), so a
-// refused update leaves no trace in the history.
+// refused update leaves no trace in the history. Before setup has loaded
+// the plan (an update arriving with an execution's first task) it judges
+// by the node states the execution was carried with: nothing else can be
+// waiting yet.
 func (i *interpreter) validateDecision(_ workflow.Context, u execution.ApprovalUpdate) error {
 	switch {
 	case u.Decision != execution.DecisionApprove && u.Decision != execution.DecisionReject:
@@ -261,20 +264,40 @@ func (i *interpreter) validateDecision(_ workflow.Context, u execution.ApprovalU
 	case !utf8.ValidString(u.Comment):
 		return refusal(execution.ErrInvalidDecision, "a comment must be valid UTF-8")
 	}
+	if i.ready {
+		return i.checkDecision(u)
+	}
+	if c := i.p.Carry; c != nil {
+		for _, s := range c.Nodes {
+			if s.ID == u.NodeID {
+				return i.judge(u, s, false)
+			}
+		}
+	}
+	return refusal(execution.ErrApprovalNotWaiting, "node %s is not waiting for a decision", u.NodeID)
+}
+
+// checkDecision judges an update against the node's current state.
+func (i *interpreter) checkDecision(u execution.ApprovalUpdate) error {
 	n := i.nodeByID(u.NodeID)
 	if n == nil {
 		return refusal(execution.ErrApprovalNotWaiting, "the run has no node %q", u.NodeID)
 	}
-	st := n.state.Approval
+	return i.judge(u, n.state, n.deciding || n.decision != nil)
+}
+
+func (i *interpreter) judge(u execution.ApprovalUpdate, s execution.NodeState, deciding bool) error {
+	st := s.Approval
+	waiting := s.Status == execution.NodeAwaitingApproval
 	open := i.version >= 3 && i.outcome == outcomeNone && i.root.Err() == nil
 	switch {
 	case st == nil:
 		return refusal(execution.ErrApprovalNotWaiting, "node %s is not waiting for a decision", u.NodeID)
 	case u.Request != 0 && u.Request != st.Request:
 		return refusal(execution.ErrApprovalNotWaiting, "node %s is not waiting for request %d (its latest is %d)", u.NodeID, u.Request, st.Request)
-	case awaitingApproval(n) && n.deciding:
+	case waiting && deciding:
 		return refusal(execution.ErrApprovalAlreadyDecided, "request %d of node %s is being decided", st.Request, u.NodeID)
-	case awaitingApproval(n) && open:
+	case waiting && open:
 		return nil
 	case st.Status == execution.ApprovalApproved || st.Status == execution.ApprovalRejected:
 		return refusal(execution.ErrApprovalAlreadyDecided, "request %d of node %s was already %s", st.Request, u.NodeID, st.Status)
@@ -284,12 +307,22 @@ func (i *interpreter) validateDecision(_ workflow.Context, u execution.ApprovalU
 
 // decide is the UpdateApprove handler (see the file comment).
 func (i *interpreter) decide(ctx workflow.Context, u execution.ApprovalUpdate) (execution.ApprovalResult, error) {
-	n := i.nodeByID(u.NodeID)
-	req := n.state.Approval.Request
-	n.deciding = true
 	// The handler's work outlives a cancellation of the run: it is
 	// bounded, and its outcome says the wait ended.
 	work, _ := workflow.NewDisconnectedContext(ctx)
+	if !i.ready {
+		// Accepted on the carried state: judge again once it is restored
+		// (another update may have been accepted on it meanwhile).
+		if err := workflow.Await(work, func() bool { return i.ready }); err != nil {
+			return execution.ApprovalResult{}, err
+		}
+		if err := i.checkDecision(u); err != nil {
+			return execution.ApprovalResult{}, err
+		}
+	}
+	n := i.nodeByID(u.NodeID)
+	req := n.state.Approval.Request
+	n.deciding = true
 	d := i.verify(work, u, n, req)
 	n.deciding = false
 	if !awaitingApproval(n) || n.state.Approval.Request != req || n.decide == nil {

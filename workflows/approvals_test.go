@@ -157,7 +157,7 @@ ok   approval in=in.out timeout=60000
 a    action in=ok.approved retry=2,60000,2,0
 yes  output in=a.out
 `, map[string][]step{"a": {{fail: execution.ErrActionFailed}, {}}})
-	early := w.decideAt(0, "early", execution.ApprovalUpdate{NodeID: "a", Decision: execution.DecisionApprove})
+	early := w.decideAt(time.Millisecond, "early", execution.ApprovalUpdate{NodeID: "a", Decision: execution.DecisionApprove})
 	ghost := w.decideAt(time.Second, "ghost", execution.ApprovalUpdate{NodeID: "ghost", Decision: execution.DecisionApprove})
 	bad := w.decideAt(time.Second, "bad", execution.ApprovalUpdate{NodeID: "ok", Decision: "maybe"})
 	long := w.decideAt(time.Second, "long", execution.ApprovalUpdate{NodeID: "ok", Decision: execution.DecisionReject,

@@ -138,6 +138,9 @@ type interpreter struct {
 	// continueReason is set once continue-as-new is due (SUGGESTED or
 	// FORCED): start nothing, let in-flight attempts finish, then continue.
 	continueReason string
+
+	// ready: setup loaded the plan and restored any carried state.
+	ready bool
 }
 
 // node is the runtime state of one plan node.
@@ -185,8 +188,9 @@ func (i *interpreter) setup() error {
 	i.activityPerKind = i.changed(changeActivityPerKind)
 	i.infra = i.changed(changeInfraRedispatch)
 	i.events.rideAlong = i.version >= 2
-	// Before anything blocks, so an early update meets its validator
-	// (which refuses it: nothing waits yet) rather than no handler.
+	// Before anything blocks: the SDK refuses an update that finds no
+	// handler once the workflow blocks (here on LoadPlan), and one may
+	// arrive with the first task of an execution that carries a wait.
 	if err := i.registerApprovals(); err != nil { // approvals.go
 		return err
 	}
@@ -225,6 +229,7 @@ func (i *interpreter) setup() error {
 		})
 	}
 
+	i.ready = true
 	return workflow.SetQueryHandler(i.root, execution.QueryState, func() ([]execution.NodeState, error) {
 		return i.states(), nil
 	})
