@@ -48,9 +48,9 @@ type devScenario struct {
 	// its after event, when set, is in the log).
 	decide []devDecision
 	status string
-	want    []string // event descriptions in order (nil: checked by check)
-	check   func(t *testing.T, events []string)
-	fakes   func(t *testing.T, f *fakes) // what the activities saw, if it matters
+	want   []string // event descriptions in order (nil: checked by check)
+	check  func(t *testing.T, events []string)
+	fakes  func(t *testing.T, f *fakes) // what the activities saw, if it matters
 }
 
 var devScenarios = []devScenario{
