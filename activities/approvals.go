@@ -57,7 +57,7 @@ func (a *ApprovalActivities) UpdateIdentity(ctx context.Context, in execution.Up
 	info := activity.GetInfo(ctx)
 	svc := activity.GetClient(ctx).WorkflowService()
 	req := &workflowservice.GetWorkflowExecutionHistoryReverseRequest{
-		Namespace: info.WorkflowNamespace,
+		Namespace: info.Namespace,
 		Execution: &commonpb.WorkflowExecution{WorkflowId: in.WorkflowID, RunId: in.RunID},
 	}
 	for {

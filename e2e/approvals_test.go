@@ -338,9 +338,10 @@ func TestApprovalWaitIsCarriedAcrossContinueAsNew(t *testing.T) {
 	// Two executions: the first continued as new while waiting.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	desc, err := tc.DescribeWorkflowExecution(ctx, e.getRun(id).Temporal.WorkflowID, "")
+	desc, err := tc.DescribeWorkflow(ctx, e.getRun(id).Temporal.WorkflowID, "")
 	require.NoError(t, err)
-	require.NotEqual(t, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), desc.GetWorkflowExecutionInfo().GetFirstRunId())
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
+	require.NotEqual(t, info.GetExecution().GetRunId(), info.GetFirstRunId())
 	e.checkChain(id)
 }
 
