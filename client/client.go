@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
 
@@ -619,4 +620,59 @@ func (c *Client) AddRevocation(ctx context.Context, sub, scope string) (Revocati
 // /v1/revocations/{sub}/{scope}); a missing revocation is NOT_FOUND.
 func (c *Client) RemoveRevocation(ctx context.Context, sub, scope string) error {
 	return c.doJSON(ctx, http.MethodDelete, "/v1/revocations/"+url.PathEscape(sub)+"/"+url.PathEscape(scope), nil, nil, nil)
+}
+
+// Approval is one approval request (GET /v1/approvals, and the answer to a
+// decision).
+type Approval struct {
+	RunID       string                  `json:"runId"`
+	WorkflowKey string                  `json:"workflowKey,omitempty"`
+	NodeID      string                  `json:"nodeId"`
+	Request     int                     `json:"request"`
+	Status      string                  `json:"status"`
+	Kind        string                  `json:"kind"`
+	Call        *execution.ApprovalCall `json:"call,omitempty"`
+	TimeoutMs   int64                   `json:"timeoutMs"`
+	RequestedAt time.Time               `json:"requestedAt"`
+	DeadlineAt  *time.Time              `json:"deadlineAt,omitempty"`
+	DecidedAt   *time.Time              `json:"decidedAt,omitempty"`
+	Decision    string                  `json:"decision,omitempty"`
+	Actor       *execution.Actor        `json:"actor,omitempty"`
+	Comment     string                  `json:"comment,omitempty"`
+}
+
+// Decide approves or rejects (decision "approve" or "reject") what node
+// nodeID of run id waits for; a node not waiting is APPROVAL_NOT_WAITING,
+// a request decided already APPROVAL_ALREADY_DECIDED.
+func (c *Client) Decide(ctx context.Context, id, nodeID, decision, comment string) (Approval, error) {
+	var out Approval
+	body := map[string]string{"decision": decision}
+	if comment != "" {
+		body["comment"] = comment
+	}
+	err := c.doJSON(ctx, http.MethodPost, runPath(id, "approvals", url.PathEscape(nodeID)), nil, body, &out)
+	return out, err
+}
+
+// Approvals lists one page of the tenant's approval requests, filtered by
+// status ("" for all) and run ("" for all).
+func (c *Client) Approvals(ctx context.Context, status, runID, cursor string) ([]Approval, string, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"status": status, "runId": runID, "cursor": cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var out struct {
+		Approvals  []Approval `json:"approvals"`
+		NextCursor *string    `json:"nextCursor"`
+	}
+	if err := c.doJSON(ctx, http.MethodGet, "/v1/approvals", q, nil, &out); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if out.NextCursor != nil {
+		next = *out.NextCursor
+	}
+	return out.Approvals, next, nil
 }

@@ -375,7 +375,63 @@ func TestClientVerbs(t *testing.T) {
 	if r = weftCLI(t, env, "runs", "--status", "cancelled"); !strings.Contains(r.stdout, sleepRun) {
 		t.Errorf("runs --status cancelled:\n%s", r)
 	}
+
+	// approve, reject, approvals: a run waiting for a decision.
+	gated := writeFile(t, dir, "gated.yaml", gatedYAML)
+	if r = weftCLI(t, env, "push", gated, "--key", "gated"); r.code != 0 {
+		t.Fatalf("push gated:\n%s", r)
+	}
+	weftCLI(t, env, "publish", "gated")
+	var gatedRuns []string
+	for range 2 {
+		r = weftCLI(t, env, "run", "gated", "--input", `{"n":1}`)
+		if r.code != 0 {
+			t.Fatalf("run gated:\n%s", r)
+		}
+		gatedRuns = append(gatedRuns, runIDOf(t, r))
+	}
+	waitFor(t, "both runs to wait for a decision", 30*time.Second, func() bool {
+		r := weftCLI(t, env, "approvals", "--status", "pending")
+		return strings.Contains(r.stdout, gatedRuns[0]) && strings.Contains(r.stdout, gatedRuns[1])
+	})
+	if r = weftCLI(t, env, "approvals", "--status", "pending"); !strings.Contains(r.stdout, "approval node") {
+		t.Errorf("approvals --status pending:\n%s", r)
+	}
+	r = weftCLI(t, env, "approve", gatedRuns[0], "ok", "--comment", "looks right")
+	if r.code != 0 || !strings.Contains(r.stdout, "run "+gatedRuns[0]+" node ok: request 1 approved") {
+		t.Fatalf("approve:\n%s", r)
+	}
+	if r = weftCLI(t, env, "reject", gatedRuns[0], "ok"); r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_ALREADY_DECIDED") {
+		t.Errorf("reject after approve:\n%s", r)
+	}
+	if r = weftCLI(t, env, "reject", gatedRuns[1], "ok"); r.code != 0 || !strings.Contains(r.stdout, "request 1 rejected") {
+		t.Errorf("reject:\n%s", r)
+	}
+	if r = weftCLI(t, env, "approve", gatedRuns[1], "in"); r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_NOT_WAITING") {
+		t.Errorf("approve a node that never waits:\n%s", r)
+	}
+	r = weftCLI(t, env, "approvals", "--run", gatedRuns[0])
+	if !strings.Contains(r.stdout, "approved") || !strings.Contains(r.stdout, "dev-user") {
+		t.Errorf("approvals --run:\n%s", r)
+	}
 }
+
+// gatedYAML waits up to an hour for a decision.
+const gatedYAML = `schemaVersion: 1
+nodes:
+  - {id: in, kind: input, outputs: {out: any}}
+  - id: ok
+    kind: approval
+    inputs: {in: any}
+    outputs: {approved: any, rejected: any, timedOut: any}
+    timeoutMs: 3600000
+  - {id: yes, kind: output, inputs: {in: any}}
+  - {id: no, kind: output, inputs: {in: any}}
+edges:
+  - {from: in.out, to: ok.in}
+  - {from: ok.approved, to: yes.in}
+  - {from: ok.rejected, to: no.in}
+`
 
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
