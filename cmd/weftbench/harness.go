@@ -168,7 +168,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 			}})
 	}
 	chain := wls[0]
-	for _, c := range []latencyConfig{
+	configs = append(configs, []latencyConfig{
 		{"weft chain10, weft dev shape (eager start)", chain, func(ctx context.Context, idem string) (time.Duration, error) {
 			return tuned.weftRun(ctx, tuned.devAPI, chain, idem)
 		}},
@@ -183,9 +183,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		{"hand-written chain10, eager activities", chain, func(ctx context.Context, idem string) (time.Duration, error) {
 			return envs[serverEager].handRun(ctx, chain, idem)
 		}},
-	} {
-		configs = append(configs, c)
-	}
+	}...)
 	for _, c := range configs {
 		for i := 0; i < o.Warmup; i++ {
 			if _, err := c.run(ctx, "warmup-"+uuid.NewString()); err != nil {
