@@ -96,6 +96,7 @@ func New(d Deps) *echo.Echo {
 	s.registerScheduleRoutes(v1)
 	s.registerWebhookRoutes(e, v1)
 	s.registerRevocationRoutes(v1)
+	s.registerLimitsRoutes(v1)
 	s.registerOpenAPIRoute(v1)
 	return e
 }

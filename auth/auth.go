@@ -27,6 +27,9 @@ const (
 	// withdrawn from the service actors (schedules, webhooks) a sub
 	// configured.
 	ScopeRevocationsManage = "revocations.manage"
+	// ScopeLimitsManage sets the tenant's and its workflows' limits:
+	// concurrency and start-rate caps, and workflows' default budgets.
+	ScopeLimitsManage = "limits.manage"
 	// ScopeNotesWrite is a business permission required by workspace.notes.write@1.
 	ScopeNotesWrite = "notes.write"
 )
@@ -36,7 +39,7 @@ var AllScopes = []string{
 	ScopeWorkflowsRead, ScopeWorkflowsWrite, ScopeWorkflowsPublish,
 	ScopeRunsExecute, ScopeRunsRead, ScopeRunsCancel,
 	ScopeAgentsRead, ScopeAgentsWrite, ScopeVariablesRead, ScopeSchedulesManage,
-	ScopeRevocationsManage, ScopeNotesWrite,
+	ScopeRevocationsManage, ScopeLimitsManage, ScopeNotesWrite,
 }
 
 // Principal is the authenticated caller.

@@ -115,55 +115,62 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 	}
 	applied := true
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		var lastSeq int64
-		var lastHash, status string
-		err := tx.QueryRow(ctx, `SELECT last_seq, last_hash, status FROM runs
-			WHERE run_id = $1 AND tenant_id = $2 FOR UPDATE`, runID, tenantID).Scan(&lastSeq, &lastHash, &status)
-		if err != nil {
-			return notFound(err)
-		}
-		if onlyIfActive && statusRank(status) == 2 {
-			applied = false
-			return nil
-		}
-		fresh, err := withoutExisting(ctx, tx, runID, prepared)
-		if err != nil {
-			return err
-		}
-		if len(fresh) > 0 {
-			batch := &pgx.Batch{}
-			for _, e := range fresh {
-				lastSeq++
-				h, err := eventHash(runID, lastSeq, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data, lastHash)
-				if err != nil {
-					return err
-				}
-				batch.Queue(`INSERT INTO run_events (run_id, tenant_id, seq, event_key, type, schema_version, at,
-						node_id, attempt, data, prev_hash, hash)
-					VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), NULLIF($9, 0), $10, $11, $12)`,
-					runID, tenantID, lastSeq, e.key, e.typ, execution.EventSchemaVersion, e.at,
-					e.nodeID, e.attempt, e.data, lastHash, h)
-				lastHash = h
-			}
-			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-				return fmt.Errorf("insert events: %w", err)
-			}
-			if _, err := tx.Exec(ctx, `UPDATE runs SET last_seq = $2, last_hash = $3, updated_at = now()
-				WHERE run_id = $1`, runID, lastSeq, lastHash); err != nil {
-				return err
-			}
-			// Delivered at commit, never for a rolled-back batch: wakes the
-			// event streams of this run (EventFeed) in every API process.
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, runID); err != nil {
-				return fmt.Errorf("notify: %w", err)
-			}
-		}
-		return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, projectionTime(events))
+		applied, err = appendInTx(ctx, tx, tenantID, runID, prepared, upd, projectionTime(events), onlyIfActive)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("store: append events to run %s: %w", runID, err)
 	}
 	return applied, nil
+}
+
+// appendInTx appends prepared events and applies upd inside tx, under the
+// run's row lock (see AppendEvents). With onlyIfActive it does nothing and
+// reports false when the run is already terminal.
+func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared []preparedEvent, upd *execution.RunUpdate, at *time.Time, onlyIfActive bool) (bool, error) {
+	var lastSeq int64
+	var lastHash, status string
+	err := tx.QueryRow(ctx, `SELECT last_seq, last_hash, status FROM runs
+		WHERE run_id = $1 AND tenant_id = $2 FOR UPDATE`, runID, tenantID).Scan(&lastSeq, &lastHash, &status)
+	if err != nil {
+		return false, notFound(err)
+	}
+	if onlyIfActive && terminalStatus(status) {
+		return false, nil
+	}
+	fresh, err := withoutExisting(ctx, tx, runID, prepared)
+	if err != nil {
+		return false, err
+	}
+	if len(fresh) > 0 {
+		batch := &pgx.Batch{}
+		for _, e := range fresh {
+			lastSeq++
+			h, err := eventHash(runID, lastSeq, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data, lastHash)
+			if err != nil {
+				return false, err
+			}
+			batch.Queue(`INSERT INTO run_events (run_id, tenant_id, seq, event_key, type, schema_version, at,
+					node_id, attempt, data, prev_hash, hash)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), NULLIF($9, 0), $10, $11, $12)`,
+				runID, tenantID, lastSeq, e.key, e.typ, execution.EventSchemaVersion, e.at,
+				e.nodeID, e.attempt, e.data, lastHash, h)
+			lastHash = h
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return false, fmt.Errorf("insert events: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE runs SET last_seq = $2, last_hash = $3, updated_at = now()
+			WHERE run_id = $1`, runID, lastSeq, lastHash); err != nil {
+			return false, err
+		}
+		// Delivered at commit, never for a rolled-back batch: wakes the
+		// event streams of this run (EventFeed) in every API process.
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, runID); err != nil {
+			return false, fmt.Errorf("notify: %w", err)
+		}
+	}
+	return true, applyRunUpdate(ctx, tx, tenantID, runID, status, upd, at)
 }
 
 // prepareEvents validates drafts, drops repeated keys within the batch (the
@@ -252,31 +259,52 @@ func projectionTime(drafts []execution.EventDraft) *time.Time {
 }
 
 // statusRank orders run statuses; a status only ever moves to a higher rank,
-// and terminal statuses (rank 2) never change. -1 is unknown.
+// and terminal statuses (rankTerminal) never change. -1 is unknown.
 func statusRank(s string) int {
 	switch s {
-	case execution.StatusQueued:
+	case execution.StatusThrottled:
 		return 0
-	case execution.StatusRunning:
+	case execution.StatusQueued:
 		return 1
-	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
+	case execution.StatusRunning:
 		return 2
+	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
+		return rankTerminal
 	}
 	return -1
 }
 
-// applyRunUpdate applies the forward-only status projection: queued →
-// running → succeeded|failed|cancelled. A terminal run ignores every update,
-// and output/error are written only by the transition into a terminal status.
+// rankTerminal is the rank of succeeded, failed and cancelled.
+const rankTerminal = 3
+
+// terminalStatus reports whether s is final.
+func terminalStatus(s string) bool { return statusRank(s) == rankTerminal }
+
+// holdsSlot reports whether a run in status s holds a slot under its
+// limits: admitted (queued) or running, and not yet settled.
+func holdsSlot(s string) bool {
+	return s == execution.StatusQueued || s == execution.StatusRunning
+}
+
+// applyRunUpdate applies the forward-only status projection: throttled →
+// queued → running → succeeded|failed|cancelled. A terminal run ignores
+// every update, and output/error are written only by the transition into a
+// terminal status. The transition of a run that held a slot into a
+// terminal status releases that slot (slots are counted from statuses) and
+// wakes the dispatchers of its tenant (SlotsChannel) when runs wait for one.
 func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current string, upd *execution.RunUpdate, at *time.Time) error {
 	if upd == nil || upd.Status == "" {
 		return nil
 	}
 	from, to := statusRank(current), statusRank(upd.Status)
-	if from == 2 || to <= from {
+	if from == rankTerminal || to <= from {
 		return nil
 	}
-	if to == 1 {
+	if upd.Status == execution.StatusQueued {
+		// Only the dispatcher admits a throttled run (admit, limits.go).
+		return nil
+	}
+	if to < rankTerminal {
 		_, err := tx.Exec(ctx, `UPDATE runs SET status = $2, started_at = COALESCE(started_at, $3::timestamptz, now()), updated_at = now()
 			WHERE run_id = $1`, runID, upd.Status, at)
 		return err
@@ -299,7 +327,13 @@ func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current str
 	_, err := tx.Exec(ctx, `UPDATE runs SET status = $2, finished_at = COALESCE($3::timestamptz, now()), output = $4, error = $5,
 			updated_at = now()
 		WHERE run_id = $1`, runID, upd.Status, at, output, runErr)
-	return err
+	if err != nil {
+		return err
+	}
+	if holdsSlot(current) {
+		return notifySlotFreed(ctx, tx, tenantID)
+	}
+	return nil
 }
 
 // eventHash is hex sha256(prevHash || canonical(event)), where the event is
