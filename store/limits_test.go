@@ -563,3 +563,28 @@ func TestPlanReservation(t *testing.T) {
 		})
 	}
 }
+
+// Migration 00014 gives the runs holding a slot their admission time, and
+// its rollback ends runs still throttled (nothing else could run them)
+// before it restores the old status check.
+func TestLimitsMigrationUpAndDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newLimitsWorld(t, "wf")
+	w.setWorkflow("wf", ptr(1), nil)
+	running := w.enqueue("wf", "live")
+	waiting := w.enqueue("wf", "live")
+	require.Equal(t, execution.StatusThrottled, waiting.Run.Status)
+	require.NoError(t, store.MigrateTo(ctx, w.st.Pool, 13))
+	var status string
+	require.NoError(t, w.st.Pool.QueryRow(ctx, `SELECT status FROM runs WHERE run_id = $1`, waiting.Run.RunID).Scan(&status))
+	require.Equal(t, execution.StatusCancelled, status)
+	_, err := w.st.Pool.Exec(ctx, `UPDATE runs SET status = 'throttled' WHERE run_id = $1`, running.Run.RunID)
+	require.Error(t, err, "the old status check is back")
+
+	require.NoError(t, store.Migrate(ctx, w.st.Pool))
+	got := w.run(running.Run.RunID)
+	require.Equal(t, execution.StatusQueued, got.Status)
+	require.NotNil(t, got.AdmittedAt, "a run holding a slot is admitted as of its enqueue")
+	require.Equal(t, got.CreatedAt, *got.AdmittedAt)
+}
