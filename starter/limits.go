@@ -213,5 +213,3 @@ func sameBudget(bound, req *store.Budget) bool {
 	}
 	return bound.Equal(*req)
 }
-
-
