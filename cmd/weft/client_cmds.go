@@ -36,6 +36,7 @@ func clientCommands() []*cobra.Command {
 		newEventsCmd(),
 		newCancelCmd(),
 		newRevocationsCmd(),
+		newLimitsCmd(),
 	}
 }
 
