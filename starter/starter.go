@@ -340,7 +340,8 @@ func (s *Starter) issue(ctx context.Context, bound store.Run, tc Trusted, create
 		if latest, err := s.store.GetRun(ctx, bound.TenantID, bound.RunID); err == nil {
 			bound = latest
 		}
-	case bound.Status == execution.StatusThrottled:
+	case bound.Status == execution.StatusThrottled, Terminal(bound.Status):
+		// Waiting for the dispatcher, or finished: nothing to start.
 	default:
 		if err := s.start(ctx, bound); err != nil {
 			s.log.Warn("start failed; the sweeper will retry", "run", bound.RunID, "workflowId", bound.WorkflowID, "err", err)
