@@ -191,7 +191,7 @@ export function RunPage({ runId }: { runId: string }) {
             <span>
               by {run.actor.name || run.actor.sub} via {run.origin.kind}
             </span>
-            <span>started {formatTime(run.startedAt ?? run.createdAt)}</span>
+            <span>{run.startedAt ? `started ${formatTime(run.startedAt)}` : `enqueued ${formatTime(run.createdAt)}`}</span>
             {run.finishedAt && run.startedAt && <span>took {formatDuration(Date.parse(run.finishedAt) - Date.parse(run.startedAt))}</span>}
           </div>
           {sim && (
@@ -222,7 +222,7 @@ export function RunPage({ runId }: { runId: string }) {
           )}
         </div>
         <div className="actions">
-          {run.temporal.uiUrl && (
+          {run.temporal.uiUrl && status !== 'throttled' && (
             <a className="btn" href={run.temporal.uiUrl} target="_blank" rel="noreferrer noopener" data-testid="temporal-link">
               Temporal Web UI ↗
             </a>
