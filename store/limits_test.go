@@ -334,7 +334,24 @@ func TestSettlementWakesDispatchers(t *testing.T) {
 		t.Fatalf("a second notification (%s): only r1's settlement freed a slot while r2 waited", got)
 	default:
 	}
-	_ = r2
+
+	// The reconciler's settlement (a run terminated outside weft) frees
+	// the slot and wakes the dispatchers the same way.
+	adm, err := w.st.Dispatch(ctx, w.tenant)
+	require.NoError(t, err)
+	require.Equal(t, []string{r2.Run.RunID}, ids(adm.Admitted))
+	w.enqueue("wf", "live")
+	applied, err := w.st.SettleRun(ctx, w.tenant, r2.Run.RunID, execution.EventDraft{Key: r2.Run.RunID + "/-/0/run.failed/reconciled",
+		Type: execution.EventRunFailed, At: time.Now()}, execution.RunUpdate{Status: execution.StatusFailed,
+		Error: &execution.RunError{Code: "TERMINATED_OUTSIDE_WEFT", Message: "terminated"}})
+	require.NoError(t, err)
+	require.True(t, applied)
+	select {
+	case got := <-woken:
+		require.Equal(t, w.tenant, got)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notification for the slot the reconciler freed")
+	}
 }
 
 // Limits are validated, scoped to an existing workflow of the tenant, and
