@@ -233,4 +233,3 @@ func TestReservationsOfLostAttemptsDoNotLeak(t *testing.T) {
 	require.Zero(t, s.ReservedTokens)
 	require.Equal(t, map[string]int{"settled": 4, "released": 1}, h.reservations())
 }
-
