@@ -101,15 +101,17 @@ func (s *Server) getLimits(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	usage, err := s.deps.Store.LimitsUsage(ctx, tenant)
+	keys := make([]string, 0, len(wls))
+	for _, l := range wls {
+		keys = append(keys, l.WorkflowKey)
+	}
+	usage, err := s.deps.Store.LimitsUsage(ctx, tenant, keys)
 	if err != nil {
 		return err
 	}
 	byKey := map[string]store.WorkflowLimits{}
-	keys := make([]string, 0, len(wls)+len(usage.Workflows))
 	for _, l := range wls {
 		byKey[l.WorkflowKey] = l
-		keys = append(keys, l.WorkflowKey)
 	}
 	for k := range usage.Workflows {
 		if _, ok := byKey[k]; !ok {
@@ -148,7 +150,7 @@ func (s *Server) putTenantLimits(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	usage, err := s.deps.Store.LimitsUsage(ctx, p.Tenant)
+	usage, err := s.deps.Store.LimitsUsage(ctx, p.Tenant, nil)
 	if err != nil {
 		return err
 	}
@@ -163,7 +165,7 @@ func (s *Server) workflowLimits(c echo.Context, tenant, key string) (workflowLim
 	if err != nil {
 		return workflowLimitsBody{}, notFoundAs(err, "workflow %q not found", key)
 	}
-	usage, err := s.deps.Store.LimitsUsage(ctx, tenant)
+	usage, err := s.deps.Store.LimitsUsage(ctx, tenant, []string{key})
 	if err != nil {
 		return workflowLimitsBody{}, err
 	}

@@ -100,7 +100,7 @@ type LimitsUsage struct {
 	// running); Throttled those waiting for one.
 	Running, Throttled int
 	// Workflows has one entry per workflow with runs holding or waiting
-	// for a slot, or admitted within the rate window.
+	// for a slot, or asked for, or admitted within the rate window.
 	Workflows map[string]WorkflowUsage
 }
 
@@ -129,14 +129,15 @@ func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string, shared bool) er
 
 // limitsApply reports whether a new live run of (tenant, key) must go
 // through the admission queue: its tenant or workflow has a cap, or runs of
-// its tenant are waiting already (a new run never overtakes them).
+// its workflow are waiting already (a new run never overtakes them; without
+// a tenant cap, other workflows' waiting runs never compete with it).
 func limitsApply(ctx context.Context, tx pgx.Tx, tenantID, key string) (bool, error) {
 	var limited bool
 	err := tx.QueryRow(ctx, `SELECT
 		EXISTS (SELECT 1 FROM tenant_limits WHERE tenant_id = $1 AND max_concurrent_runs IS NOT NULL)
 		OR EXISTS (SELECT 1 FROM workflow_limits WHERE tenant_id = $1 AND workflow_key = $2
 			AND (max_concurrent_runs IS NOT NULL OR max_starts_per_minute IS NOT NULL))
-		OR EXISTS (SELECT 1 FROM runs WHERE tenant_id = $1 AND status = 'throttled')`, tenantID, key).Scan(&limited)
+		OR EXISTS (SELECT 1 FROM runs WHERE tenant_id = $1 AND workflow_key = $2 AND status = 'throttled')`, tenantID, key).Scan(&limited)
 	if err != nil {
 		return false, fmt.Errorf("store: read limits: %w", err)
 	}
@@ -641,28 +642,64 @@ func (s *Store) SetTenantLimits(ctx context.Context, l TenantLimits) (TenantLimi
 	return l, adm, nil
 }
 
-// LimitsUsage reads what the tenant's live runs hold of its limits now.
-func (s *Store) LimitsUsage(ctx context.Context, tenantID string) (LimitsUsage, error) {
+// LimitsUsage reads what the tenant's live runs hold of its limits now:
+// the slots held and the runs waiting, for the tenant and per workflow, and
+// the admissions in the rate window of the workflows in keys and of those
+// with runs holding or waiting for a slot. Every query is bounded by an
+// index over the runs that are not settled yet, or over one workflow's
+// admissions, never by the tenant's whole history.
+func (s *Store) LimitsUsage(ctx context.Context, tenantID string, keys []string) (LimitsUsage, error) {
 	u := LimitsUsage{Workflows: map[string]WorkflowUsage{}}
-	rows, err := s.Pool.Query(ctx, `SELECT workflow_key,
-			count(*) FILTER (WHERE status IN ('queued', 'running')),
-			count(*) FILTER (WHERE status = 'throttled'),
-			count(*) FILTER (WHERE admitted_at > now() - $2::bigint * interval '1 microsecond')
-		FROM runs
-		WHERE tenant_id = $1 AND mode = 'live'
-		  AND (status IN ('throttled', 'queued', 'running') OR admitted_at > now() - $2::bigint * interval '1 microsecond')
-		GROUP BY workflow_key`, tenantID, RateWindow.Microseconds())
+	rows, err := s.Pool.Query(ctx, `
+		SELECT workflow_key, count(*), 0 FROM runs
+		 WHERE tenant_id = $1 AND mode = 'live' AND status IN ('queued', 'running') GROUP BY workflow_key
+		UNION ALL
+		SELECT workflow_key, 0, count(*) FROM runs
+		 WHERE tenant_id = $1 AND status = 'throttled' GROUP BY workflow_key`, tenantID)
 	if err != nil {
 		return u, fmt.Errorf("store: limits usage: %w", err)
 	}
 	err = forEachRow(rows, func(r pgx.Rows) error {
 		var k string
-		var w WorkflowUsage
-		if err := r.Scan(&k, &w.Running, &w.Throttled, &w.StartsInWindow); err != nil {
+		var running, throttled int
+		if err := r.Scan(&k, &running, &throttled); err != nil {
 			return err
 		}
-		u.Running += w.Running
-		u.Throttled += w.Throttled
+		w := u.Workflows[k]
+		w.Running += running
+		w.Throttled += throttled
+		u.Workflows[k] = w
+		u.Running += running
+		u.Throttled += throttled
+		return nil
+	})
+	if err != nil {
+		return u, fmt.Errorf("store: limits usage: %w", err)
+	}
+	all := slices.Clone(keys)
+	for k := range u.Workflows {
+		if !slices.Contains(all, k) {
+			all = append(all, k)
+		}
+	}
+	if len(all) == 0 {
+		return u, nil
+	}
+	rows, err = s.Pool.Query(ctx, `SELECT workflow_key, count(*) FROM runs
+		WHERE tenant_id = $1 AND workflow_key = ANY($2) AND mode = 'live'
+		  AND admitted_at > now() - $3::bigint * interval '1 microsecond'
+		GROUP BY workflow_key`, tenantID, all, RateWindow.Microseconds())
+	if err != nil {
+		return u, fmt.Errorf("store: limits usage: %w", err)
+	}
+	err = forEachRow(rows, func(r pgx.Rows) error {
+		var k string
+		var n int
+		if err := r.Scan(&k, &n); err != nil {
+			return err
+		}
+		w := u.Workflows[k]
+		w.StartsInWindow = n
 		u.Workflows[k] = w
 		return nil
 	})

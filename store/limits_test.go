@@ -216,7 +216,7 @@ func TestTenantCapSpansWorkflows(t *testing.T) {
 	// Simulations are exempt: never throttled, holding no slot.
 	sim := w.enqueue("b", "simulation")
 	require.Equal(t, execution.StatusQueued, sim.Run.Status)
-	u, err := w.st.LimitsUsage(context.Background(), w.tenant)
+	u, err := w.st.LimitsUsage(context.Background(), w.tenant, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, u.Running)
 	require.Equal(t, 1, u.Throttled)

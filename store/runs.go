@@ -181,7 +181,7 @@ func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (ru
 // transaction, so exactly one run row is created however many callers race.
 // The binding's foreign key to runs is deferred to make that order possible.
 //
-// A live run whose tenant or workflow has a cap (or whose tenant has runs
+// A live run whose tenant or workflow has a cap (or whose workflow has runs
 // waiting already) goes through the admission queue: it is inserted
 // throttled under the tenant's exclusive admission lock and the admission
 // pass (admit) runs in the same transaction, so it is queued at once when
