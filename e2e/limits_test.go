@@ -305,6 +305,24 @@ func (e *env) capScenario(key string, apis []string) {
 			require.False(t, v.AdmittedAt.Before(*views[i-1].AdmittedAt), "run %d was admitted before run %d", i, i-1)
 		}
 	}
+	// How promptly a freed slot is taken: for each run that waited, from
+	// the latest settlement before its admission to the admission.
+	var lags []time.Duration
+	for _, v := range views {
+		var freed time.Time
+		for _, end := range ends {
+			if !end.After(*v.AdmittedAt) && end.After(freed) {
+				freed = end
+			}
+		}
+		if !freed.IsZero() {
+			lags = append(lags, v.AdmittedAt.Sub(freed))
+		}
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	if len(lags) > 0 {
+		t.Logf("%s: settlement to next admission: median %s, max %s (%d admissions)", t.Name(), lags[len(lags)/2], lags[len(lags)-1], len(lags))
+	}
 	throttled := 0
 	for _, r := range runs {
 		for _, ev := range e.events(r.id) {
