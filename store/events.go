@@ -129,9 +129,9 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 // reports false when the run is already terminal.
 func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared []preparedEvent, upd *execution.RunUpdate, at *time.Time, onlyIfActive bool) (bool, error) {
 	var lastSeq int64
-	var lastHash, status string
-	err := tx.QueryRow(ctx, `SELECT last_seq, last_hash, status FROM runs
-		WHERE run_id = $1 AND tenant_id = $2 FOR UPDATE`, runID, tenantID).Scan(&lastSeq, &lastHash, &status)
+	var lastHash, status, mode string
+	err := tx.QueryRow(ctx, `SELECT last_seq, last_hash, status, mode FROM runs
+		WHERE run_id = $1 AND tenant_id = $2 FOR UPDATE`, runID, tenantID).Scan(&lastSeq, &lastHash, &status, &mode)
 	if err != nil {
 		return false, notFound(err)
 	}
@@ -170,7 +170,7 @@ func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared
 			return false, fmt.Errorf("notify: %w", err)
 		}
 	}
-	return true, applyRunUpdate(ctx, tx, tenantID, runID, status, upd, at)
+	return true, applyRunUpdate(ctx, tx, tenantID, runID, status, mode, upd, at)
 }
 
 // prepareEvents validates drafts, drops repeated keys within the batch (the
@@ -292,7 +292,7 @@ func holdsSlot(s string) bool {
 // terminal status. The transition of a run that held a slot into a
 // terminal status releases that slot (slots are counted from statuses) and
 // wakes the dispatchers of its tenant (SlotsChannel) when runs wait for one.
-func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current string, upd *execution.RunUpdate, at *time.Time) error {
+func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current, mode string, upd *execution.RunUpdate, at *time.Time) error {
 	if upd == nil || upd.Status == "" {
 		return nil
 	}
@@ -330,7 +330,7 @@ func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current str
 	if err != nil {
 		return err
 	}
-	if holdsSlot(current) {
+	if holdsSlot(current) && mode == string(execution.ModeLive) {
 		return notifySlotFreed(ctx, tx, tenantID)
 	}
 	return nil

@@ -455,10 +455,19 @@ func (s *Store) CancelThrottled(ctx context.Context, tenantID, runID string, run
 		if err := lockTenant(ctx, tx, tenantID, false); err != nil {
 			return err
 		}
+		// Only the holders of the admission lock write to a throttled run;
+		// a row locked by anyone else (a run admitted meanwhile, now
+		// appending its events) is not throttled any more, and waiting for
+		// it while holding the lock could deadlock with its settlement.
 		var status string
-		err := tx.QueryRow(ctx, `SELECT status FROM runs WHERE run_id = $1 AND tenant_id = $2 FOR UPDATE`, runID, tenantID).Scan(&status)
+		err := tx.QueryRow(ctx, `SELECT status FROM runs WHERE run_id = $1 AND tenant_id = $2 FOR UPDATE SKIP LOCKED`,
+			runID, tenantID).Scan(&status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			var one int
+			return notFound(tx.QueryRow(ctx, `SELECT 1 FROM runs WHERE run_id = $1 AND tenant_id = $2`, runID, tenantID).Scan(&one))
+		}
 		if err != nil {
-			return notFound(err)
+			return err
 		}
 		if status != execution.StatusThrottled {
 			return nil
@@ -710,8 +719,16 @@ func (s *Store) LimitsUsage(ctx context.Context, tenantID string, keys []string)
 }
 
 // notifySlotFreed wakes the dispatchers of tenantID (SlotsChannel) at
-// commit when runs of the tenant wait for a slot.
+// commit when runs of the tenant wait for a slot. It first takes the
+// tenant's admission lock shared: an admission pass that counted this
+// run's slot as taken (and so left a run waiting) holds the lock
+// exclusively until it commits, so the check below sees what it left
+// waiting; a pass that starts after this one waits for this commit and
+// sees the slot free. No wake-up is lost between the two.
 func notifySlotFreed(ctx context.Context, tx pgx.Tx, tenantID string) error {
+	if err := lockTenant(ctx, tx, tenantID, true); err != nil {
+		return err
+	}
 	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)
 		WHERE EXISTS (SELECT 1 FROM runs WHERE tenant_id = $2 AND status = 'throttled')`, SlotsChannel, tenantID)
 	if err != nil {

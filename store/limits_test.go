@@ -605,3 +605,61 @@ func TestLimitsMigrationUpAndDown(t *testing.T) {
 	require.NotNil(t, got.AdmittedAt, "a run holding a slot is admitted as of its enqueue")
 	require.Equal(t, got.CreatedAt, *got.AdmittedAt)
 }
+
+// A settlement racing an admission pass loses no wake-up: the pass counted
+// the settling run's slot as taken and left a run waiting; the settlement
+// waits for the pass to commit (the tenant's admission lock, taken shared)
+// and then sees the waiting run, so it notifies.
+func TestNoWakeUpIsLostToAConcurrentAdmission(t *testing.T) {
+	t.Parallel()
+	w := newLimitsWorld(t, "wf")
+	w.setWorkflow("wf", ptr(1), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := w.enqueue("wf", "live")
+	require.Equal(t, execution.StatusQueued, holder.Run.Status)
+	woken := make(chan string, 10)
+	connected := make(chan struct{}, 10)
+	go w.st.ListenSlots(ctx, nil, func(tenant string) { woken <- tenant }, func() { connected <- struct{}{} })
+	select {
+	case <-connected:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slot listener did not connect")
+	}
+
+	// An admission pass in flight: it holds the lock and leaves a run
+	// waiting, uncommitted.
+	tx, err := w.st.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int, hashtext($2))`, 0x77656674, w.tenant)
+	require.NoError(t, err)
+	waiting := uuid.NewString()
+	_, err = tx.Exec(ctx, `INSERT INTO runs (run_id, tenant_id, workflow_key, revision, checksum, mode, status, input, input_hash,
+			origin, actor, permissions, workflow_id, queue_seq)
+		VALUES ($1, $2, 'wf', 1, 'c', 'live', 'throttled', '{}', 'h', '{}', '{}', '{}', $1, nextval('run_queue_seq'))`, waiting, w.tenant)
+	require.NoError(t, err)
+
+	settled := make(chan error, 1)
+	go func() {
+		settled <- w.st.AppendEvents(context.Background(), w.tenant, holder.Run.RunID, []execution.EventDraft{{
+			Key: holder.Run.RunID + "/-/0/run.succeeded/0", Type: execution.EventRunSucceeded, At: time.Now()}},
+			&execution.RunUpdate{Status: execution.StatusSucceeded})
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := w.st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond, "the settlement does not wait for the admission pass")
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-settled)
+	select {
+	case got := <-woken:
+		require.Equal(t, w.tenant, got)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the settlement did not wake the dispatchers for the run left waiting")
+	}
+	adm, err := w.st.Dispatch(ctx, w.tenant)
+	require.NoError(t, err)
+	require.Equal(t, []string{waiting}, ids(adm.Admitted))
+}
