@@ -182,20 +182,24 @@ func (e *env) spawnAPI() *apiProc {
 			e.t.Logf("weft api output:\n%s", p.logs.String())
 		}
 	})
-	require.Eventually(e.t, func() bool {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
 		select {
 		case <-p.exited:
 			e.t.Fatalf("weft api exited:\n%s", p.logs.String())
 		default:
 		}
-		res, err := http.Get(p.url + "/healthz")
-		if err != nil {
-			return false
+		if res, err := http.Get(p.url + "/healthz"); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return p
+			}
 		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK
-	}, 2*time.Minute, 50*time.Millisecond, "weft api never answered /healthz")
-	return p
+		if time.Now().After(deadline) {
+			e.t.Fatalf("weft api never answered /healthz:\n%s", p.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // capScenario is the concurrency must-show: maxConcurrentRuns 2, 8 runs
