@@ -406,7 +406,7 @@ func TestStartRateOverABurst(t *testing.T) {
 	require.Len(t, ids, 4)
 	// Two finish while the other two still wait: the rate, not a slot, holds them.
 	var waiting []string
-	require.Eventually(t, func() bool {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		done, throttled := 0, 0
 		waiting = waiting[:0]
 		for _, id := range ids {
@@ -418,8 +418,11 @@ func TestStartRateOverABurst(t *testing.T) {
 				waiting = append(waiting, id)
 			}
 		}
-		return done == 2 && throttled == 2
-	}, time.Minute, 100*time.Millisecond)
+		if done == 2 && throttled == 2 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "%d succeeded and %d throttled after a minute, want 2 and 2", done, throttled)
+	}
 	lim := e.do(http.MethodGet, "/v1/workflows/paced/limits", e.token, nil).JSON(t)
 	require.EqualValues(t, 2, lim["startsLastMinute"])
 	require.EqualValues(t, 2, lim["throttled"])
