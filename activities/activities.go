@@ -75,7 +75,7 @@ func Register(r worker.ActivityRegistry, d Deps) {
 	revs := newRevisionCache(d.Store, d.RevisionCacheSize)
 	vals := valueCodec{store: d.Store}
 
-	plans := &PlanActivities{plans: d.Store}
+	plans := newPlanActivities(d.Store)
 	events := &EventActivities{events: d.Store}
 	local := &LocalNodeActivities{revisions: revs, values: vals}
 	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger,
@@ -87,7 +87,7 @@ func Register(r worker.ActivityRegistry, d Deps) {
 	r.RegisterActivityWithOptions(plans.LoadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
 	r.RegisterActivityWithOptions(loggedAppends(events.AppendEvents, d.Logger), activity.RegisterOptions{Name: execution.ActivityAppendEvents})
 	runLocal := observed(durable(local.RunLocalNode, d.Drain), d.Observer, d.Logger)
-	run := observed(durable(nodes.RunNode, d.Drain), d.Observer, d.Logger)
+	run := observed(durable(withCarriedEvents(nodes.RunNode, d.Store), d.Drain), d.Observer, d.Logger)
 	r.RegisterActivityWithOptions(runLocal, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
 	r.RegisterActivityWithOptions(run, activity.RegisterOptions{Name: execution.ActivityRunNode})
 	// The same two handlers under each kind's name (execution.NodeActivity);

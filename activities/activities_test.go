@@ -24,7 +24,7 @@ const tenant = "tenant-1"
 // bundle is one test's world: a fresh database, a compiled revision stored
 // in it, and an activity environment running the registered activities.
 type bundle struct {
-	t        *testing.T
+	t        testing.TB
 	st       *store.Store
 	env      *testsuite.TestActivityEnvironment
 	checksum string
@@ -67,7 +67,7 @@ func withAgent(a graph.AgentContract) option {
 
 // newBundle compiles doc (JSON) against the built-in contracts (plus extra
 // ones), stores it with store.PutCompiled and registers the activities.
-func newBundle(t *testing.T, doc string, opts ...option) *bundle {
+func newBundle(t testing.TB, doc string, opts ...option) *bundle {
 	t.Helper()
 	var s setup
 	for _, o := range opts {

@@ -54,6 +54,9 @@ func (a *NodeActivities) agent(ctx context.Context, in execution.NodeInput, rev 
 		return execution.NodeResult{}, err
 	}
 
+	if err := awaitCarried(ctx); err != nil { // the log first, then the agent's tools
+		return execution.NodeResult{}, err
+	}
 	hb := startHeartbeats(ctx)
 	defer hb.stop()
 	// The harness keeps the agent's deadline itself (AGENT_TIMEOUT);

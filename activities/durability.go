@@ -128,3 +128,64 @@ func bounded[T any](ctx context.Context, onPanic func(p any) error, fn func() (T
 		return zero, ctx.Err()
 	}
 }
+
+// withCarriedEvents appends the interpreter events an attempt carries
+// (NodeInput.Events, interpreter version 2) and reports how far they are
+// appended (NodeResult.EventsThrough). The append runs while the node
+// prepares (revision, authority, mapping, schema checks: reads only);
+// whatever has an effect outside the attempt waits for it first
+// (awaitCarried: the action's handler, the agent harness), so the log holds
+// node.started and what led to it before the node does anything. The
+// interpreter keeps the events buffered until such a report, so an attempt
+// that fails here, or before it could answer, loses nothing: the next
+// carrier or flush appends them again (keys make repeats harmless).
+func withCarriedEvents(run nodeRunner, events eventAppender) nodeRunner {
+	return func(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
+		b := in.Events
+		if b == nil {
+			return run(ctx, in)
+		}
+		in.Events = nil // the node itself never sees them
+		c := &carried{done: make(chan struct{})}
+		go func() {
+			defer close(c.done)
+			if len(b.Events) > 0 || b.Run != nil {
+				c.err = events.AppendEvents(ctx, in.TenantID, in.RunID, b.Events, b.Run)
+			}
+		}()
+		res, err := run(context.WithValue(ctx, carriedKey{}, c), in)
+		if aerr := c.wait(); aerr != nil {
+			return execution.NodeResult{}, aerr
+		}
+		if err == nil {
+			res.EventsThrough = b.Through
+		}
+		return res, err
+	}
+}
+
+// carried is an attempt's append of the events it carries.
+type carried struct {
+	done chan struct{}
+	err  error
+}
+
+func (c *carried) wait() error {
+	<-c.done
+	if c.err != nil {
+		return storeError(execution.ErrAppendRefused, c.err, "append the interpreter's events")
+	}
+	return nil
+}
+
+type carriedKey struct{}
+
+// awaitCarried waits until the events the attempt carries are in the log
+// (withCarriedEvents); call it before anything with an effect outside the
+// attempt.
+func awaitCarried(ctx context.Context) error {
+	if c, ok := ctx.Value(carriedKey{}).(*carried); ok {
+		return c.wait()
+	}
+	return nil
+}

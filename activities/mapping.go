@@ -96,7 +96,7 @@ func (m *mapper) resolve(p string) (any, error) {
 	for i, t := range tokens[1:] {
 		next, ok := step(cur, t)
 		if !ok {
-			return nil, errors.New("pointer " + strconv.Quote(p) + " resolves to nothing at " + strconv.Quote(pointer(tokens[:i+2])))
+			return nil, errors.New("pointer " + strconv.Quote(p) + " resolves to nothing at " + strconv.Quote(graph.Pointer(tokens[:i+2]...)))
 		}
 		cur = next
 	}

@@ -171,6 +171,9 @@ func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n gra
 		a.logger.Error("action handler panicked", "node", n.ID, "action", n.Action.String(), "panic", p)
 		return permanent(execution.ErrActionFailed, nil, "node %q: action %s panicked", n.ID, n.Action)
 	}
+	if err := awaitCarried(ctx); err != nil { // the log first, then the effect
+		return nil, err
+	}
 	out, err := bounded(hctx, onPanic, func() (json.RawMessage, error) {
 		return act.Handler(hctx, catalog.Call{
 			TenantID:       in.TenantID,
@@ -220,8 +223,10 @@ func startHeartbeats(ctx context.Context) *heartbeats {
 	if !activity.IsActivity(ctx) {
 		return h
 	}
+	// No heartbeat right away: the SDK sends the first one synchronously,
+	// which would add a server round trip to every attempt, and a lease is
+	// only at risk after a third of its timeout, when the ticker first beats.
 	interval := heartbeatInterval(activity.GetInfo(ctx).HeartbeatTimeout)
-	h.beat()
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/store"
@@ -31,9 +33,24 @@ var (
 	_ valueStore    = (*store.Store)(nil)
 )
 
-// PlanActivities loads execution plans for the interpreter.
+// PlanActivities loads execution plans for the interpreter. Plans are
+// immutable (keyed by tenant and checksum), so every execution after the
+// first of a revision is served from memory: the first workflow task of a
+// run makes no database round trip for it.
 type PlanActivities struct {
 	plans planLoader
+	cache *lru.Cache[planKey, *graph.Plan]
+}
+
+type planKey struct{ tenant, checksum string }
+
+// planCacheSize bounds the plans kept in memory (a plan is ids, wiring,
+// retries and timeouts: a few KiB even for 200 nodes).
+const planCacheSize = 512
+
+func newPlanActivities(plans planLoader) *PlanActivities {
+	cache, _ := lru.New[planKey, *graph.Plan](planCacheSize) // fails only for a size below 1
+	return &PlanActivities{plans: plans, cache: cache}
 }
 
 // LoadPlan (execution.ActivityLoadPlan, local) returns the execution plan of
@@ -41,10 +58,15 @@ type PlanActivities struct {
 // bodies. A missing plan is permanent (PLAN_NOT_FOUND): retrying cannot make
 // it appear, since compiled revisions are stored before any run starts.
 func (a *PlanActivities) LoadPlan(ctx context.Context, in execution.LoadPlanInput) (*graph.Plan, error) {
+	key := planKey{in.TenantID, in.Checksum}
+	if p, ok := a.cache.Get(key); ok {
+		return p, nil
+	}
 	p, err := a.plans.GetPlan(ctx, in.TenantID, in.Checksum)
 	if err != nil {
 		return nil, storeError(execution.ErrPlanNotFound, err, "load plan "+in.Checksum)
 	}
+	a.cache.Add(key, p)
 	return p, nil
 }
 

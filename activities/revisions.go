@@ -1,11 +1,11 @@
 package activities
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/weftworks/weft/execution"
@@ -29,48 +29,32 @@ type revisionKey struct{ tenantID, checksum string }
 // bound only limits memory.
 type revisionCache struct {
 	src compiledSource
-	max int
-
-	mu      sync.Mutex
-	lru     *list.List // of *revision, most recent first
-	entries map[revisionKey]*list.Element
+	lru *lru.Cache[revisionKey, *revision]
 }
 
 func newRevisionCache(src compiledSource, size int) *revisionCache {
 	if size <= 0 {
 		size = DefaultRevisionCacheSize
 	}
-	return &revisionCache{src: src, max: size, lru: list.New(), entries: map[revisionKey]*list.Element{}}
+	cache, _ := lru.New[revisionKey, *revision](size) // fails only for a size below 1
+	return &revisionCache{src: src, lru: cache}
 }
 
 // get returns the revision, loading it on a miss. Concurrent misses of one
-// key may load twice; the content is identical, so the last one simply wins.
+// key may load twice; the content is identical, and the first one stored is
+// what every caller gets.
 func (c *revisionCache) get(ctx context.Context, tenantID, checksum string) (*revision, error) {
 	key := revisionKey{tenantID, checksum}
-	c.mu.Lock()
-	if el, ok := c.entries[key]; ok {
-		c.lru.MoveToFront(el)
-		c.mu.Unlock()
-		return el.Value.(*revision), nil
+	if rev, ok := c.lru.Get(key); ok {
+		return rev, nil
 	}
-	c.mu.Unlock()
-
 	compiled, err := c.src.GetCompiled(ctx, tenantID, checksum)
 	if err != nil {
 		return nil, storeError(execution.ErrPlanNotFound, err, "load compiled revision "+checksum)
 	}
 	rev := newRevision(key, compiled)
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		c.lru.MoveToFront(el)
-		return el.Value.(*revision), nil
-	}
-	c.entries[key] = c.lru.PushFront(rev)
-	for c.lru.Len() > c.max {
-		old := c.lru.Remove(c.lru.Back()).(*revision)
-		delete(c.entries, old.key)
+	if first, ok, _ := c.lru.PeekOrAdd(key, rev); ok {
+		return first, nil
 	}
 	return rev, nil
 }

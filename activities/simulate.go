@@ -1,15 +1,14 @@
 package activities
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 
 	"go.temporal.io/sdk/temporal"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/fixtures"
 	"github.com/weftworks/weft/graph"
@@ -249,39 +248,26 @@ func simulatedError(n graph.Node, e fixtures.Error, durationMs int64) error {
 // fixtures are written once, at enqueue, so entries never go stale.
 type fixtureCache struct {
 	src fixtureSource
-	max int
-
-	mu      sync.Mutex
-	lru     *list.List // of *fixtureEntry, most recent first
-	entries map[fixtureKey]*list.Element
+	lru *lru.Cache[fixtureKey, fixtures.Set]
 }
 
 type fixtureKey struct{ tenantID, runID string }
-
-type fixtureEntry struct {
-	key fixtureKey
-	set fixtures.Set
-}
 
 func newFixtureCache(src fixtureSource, size int) *fixtureCache {
 	if size <= 0 {
 		size = DefaultFixtureCacheSize
 	}
-	return &fixtureCache{src: src, max: size, lru: list.New(), entries: map[fixtureKey]*list.Element{}}
+	cache, _ := lru.New[fixtureKey, fixtures.Set](size) // fails only for a size below 1
+	return &fixtureCache{src: src, lru: cache}
 }
 
 // get returns the run's fixtures, loading them on a miss. A run that is
 // not a simulation is refused: its nodes must never be simulated.
 func (c *fixtureCache) get(ctx context.Context, tenantID, runID string) (fixtures.Set, error) {
 	key := fixtureKey{tenantID, runID}
-	c.mu.Lock()
-	if el, ok := c.entries[key]; ok {
-		c.lru.MoveToFront(el)
-		c.mu.Unlock()
-		return el.Value.(*fixtureEntry).set, nil
+	if set, ok := c.lru.Get(key); ok {
+		return set, nil
 	}
-	c.mu.Unlock()
-
 	mode, raw, err := c.src.RunFixtures(ctx, tenantID, runID)
 	if err != nil {
 		return nil, storeError(ErrInvalidFixtures, err, "load the fixtures of run "+runID)
@@ -294,17 +280,8 @@ func (c *fixtureCache) get(ctx context.Context, tenantID, runID string) (fixture
 		return nil, permanentWithDetails(ErrInvalidFixtures, map[string]any{"errors": problems},
 			"run %s: stored fixtures are invalid at %q: %s", runID, problems[0].Path, problems[0].Message)
 	}
-
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		c.lru.MoveToFront(el)
-		return el.Value.(*fixtureEntry).set, nil
-	}
-	c.entries[key] = c.lru.PushFront(&fixtureEntry{key: key, set: set})
-	for c.lru.Len() > c.max {
-		old := c.lru.Remove(c.lru.Back()).(*fixtureEntry)
-		delete(c.entries, old.key)
+	if first, ok, _ := c.lru.PeekOrAdd(key, set); ok {
+		return first, nil
 	}
 	return set, nil
 }

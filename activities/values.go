@@ -3,13 +3,10 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
@@ -77,54 +74,12 @@ func (c valueCodec) result(ctx context.Context, in execution.NodeInput, port str
 
 // SchemaError is one validation error: where in the value, which schema
 // keyword, and why.
-type SchemaError struct {
-	Path    string `json:"path"`
-	Keyword string `json:"keyword"`
-	Message string `json:"message"`
-}
-
-var schemaPrinter = message.NewPrinter(language.English)
+type SchemaError = graph.SchemaError
 
 // validate checks raw against s and returns the leaf validation errors
 // (nil when valid); an error only when raw is not JSON.
 func validate(s *jsonschema.Schema, raw json.RawMessage) ([]SchemaError, error) {
-	err := graph.ValidateValue(s, raw)
-	if err == nil {
-		return nil, nil
-	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return nil, err
-	}
-	out := []SchemaError{}
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(out) >= maxReportedSchemaErrors {
-			return
-		}
-		if len(e.Causes) == 0 {
-			out = append(out, SchemaError{
-				Path:    pointer(e.InstanceLocation),
-				Keyword: pointer(e.ErrorKind.KeywordPath()),
-				Message: e.ErrorKind.LocalizedString(schemaPrinter),
-			})
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return out, nil
-}
-
-// pointer renders tokens as an RFC 6901 JSON pointer.
-func pointer(tokens []string) string {
-	var b strings.Builder
-	for _, t := range tokens {
-		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
-	}
-	return b.String()
+	return graph.SchemaErrors(s, raw, maxReportedSchemaErrors)
 }
 
 // summarize renders schema errors for an error message.

@@ -55,6 +55,9 @@ const (
 	IssueUnknownTool      = graph.CodeMissingDependency
 	IssueUnsupportedRisk  = graph.CodeUnsupportedActionRisk
 	IssueInvalidSimScript = "INVALID_SIM_SCRIPT"
+	// IssueUnknownSkill is a listed skill revision that is not stored or is
+	// archived: the code publication would refuse it with.
+	IssueUnknownSkill = graph.CodeMissingDependency
 )
 
 // Definition is the content of one immutable agent revision. Instructions
@@ -85,6 +88,12 @@ type Definition struct {
 	MaxOutputTokens int64 `json:"maxOutputTokens,omitempty"`
 	// Sim is what the sim provider plays.
 	Sim *provider.SimScript `json:"sim,omitempty"`
+	// Skills are tenant skill revisions whose texts are appended to the
+	// instructions, in this order (see the harness for the whole order).
+	// Publication pins each one's content hash; a new skill revision never
+	// changes a published workflow. Absent when none, so definitions saved
+	// before skills existed hash as they did.
+	Skills []SkillRef `json:"skills,omitempty"`
 }
 
 // DecodeDefinition decodes a definition strictly: unknown fields, wrong
@@ -135,6 +144,15 @@ func (d Definition) Normalize() Definition {
 	if d.Sim != nil && len(d.Sim.Output) == 0 && d.Sim.Outcome == "" && len(d.Sim.ToolCalls) == 0 && d.Sim.Usage == nil {
 		d.Sim = nil
 	}
+	if len(d.Skills) == 0 {
+		d.Skills = nil
+	} else {
+		skills := make([]SkillRef, len(d.Skills))
+		for i, sk := range d.Skills {
+			skills[i] = SkillRef{Key: strings.TrimSpace(sk.Key), Revision: sk.Revision}
+		}
+		d.Skills = skills
+	}
 	return d
 }
 
@@ -159,6 +177,11 @@ type ValidateOptions struct {
 	// (external, destructive: UNSUPPORTED_ACTION_RISK). Nil checks the
 	// tools' syntax only.
 	Action func(ref graph.ActionRef) (graph.ActionContract, bool)
+	// Skill, when set, looks a listed skill revision up in the tenant, so
+	// one publication would refuse (missing or archived:
+	// MISSING_DEPENDENCY) is refused at once. Nil checks the references'
+	// syntax only.
+	Skill func(ref SkillRef) (graph.SkillContract, bool)
 }
 
 var modelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$`)
@@ -231,7 +254,46 @@ func Validate(d Definition, prefix string, opts ValidateOptions) []graph.Issue {
 	if d.Sim != nil {
 		validateSim(d, outputOK, add)
 	}
+	validateSkills(d, opts, add)
 	return issues
+}
+
+// skillKeyPattern is the syntax of skill keys (the agent and workflow key syntax).
+var skillKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// validateSkills checks the skills an agent revision lists: at most
+// MaxAgentSkills, each key@revision well-formed and listed once, and (with
+// opts.Skill) stored and not archived.
+func validateSkills(d Definition, opts ValidateOptions, add func(code, path, format string, args ...any)) {
+	if len(d.Skills) > MaxAgentSkills {
+		add(IssueLimitExceeded, "/skills", "%d skills; the limit is %d", len(d.Skills), MaxAgentSkills)
+	}
+	seen := map[string]bool{}
+	for i, ref := range d.Skills {
+		path := fmt.Sprintf("/skills/%d", i)
+		switch {
+		case !skillKeyPattern.MatchString(ref.Key):
+			add(IssueInvalidField, path+"/key", "skill key %q must match %s", ref.Key, skillKeyPattern)
+			continue
+		case ref.Revision < 1:
+			add(IssueInvalidField, path+"/revision", "skill revision must be a positive integer")
+			continue
+		case seen[ref.Key]:
+			add(IssueInvalidField, path+"/key", "skill %q is listed twice", ref.Key)
+			continue
+		}
+		seen[ref.Key] = true
+		if opts.Skill == nil {
+			continue
+		}
+		c, ok := opts.Skill(ref)
+		switch {
+		case !ok:
+			add(IssueUnknownSkill, path, "skill %s is not stored (see GET /v1/skills/%s)", ref, ref.Key)
+		case c.Archived:
+			add(IssueUnknownSkill, path, "skill %s is archived", ref)
+		}
+	}
 }
 
 func validateSim(d Definition, outputOK bool, add func(code, path, format string, args ...any)) {

@@ -115,6 +115,7 @@ const (
 // Store is what the harness persists through (store.Store).
 type Store interface {
 	GetAgentRevision(ctx context.Context, tenantID, key string, revision int) (store.AgentRevision, error)
+	GetSkillRevision(ctx context.Context, tenantID, key string, revision int) (store.SkillRevision, error)
 	GetAgentTranscript(ctx context.Context, tenantID, runID, nodeID string) (store.AgentTranscript, error)
 	SaveAgentTranscript(ctx context.Context, t store.AgentTranscript, usage *store.Usage) error
 	AppendEvents(ctx context.Context, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate) error
@@ -134,6 +135,11 @@ type Deps struct {
 	Providers []provider.Provider
 	// Variables resolves instructions; nil uses the scope-less built-ins.
 	Variables *variables.Registry
+	// Readiness, when set, is the providers' cached readiness probe: an
+	// attempt whose provider it knows to be down stops before calling it,
+	// with PROVIDER_UNAVAILABLE (an infrastructure fault the interpreter
+	// re-dispatches without spending the node's attempt).
+	Readiness *provider.Readiness
 	Logger    *slog.Logger
 	// Now is the clock of the events the harness appends (time.Now when nil).
 	Now func() time.Time
@@ -145,6 +151,7 @@ type Runtime struct {
 	actions   *catalog.Registry
 	providers map[string]provider.Provider
 	vars      *variables.Registry
+	ready     *provider.Readiness
 	log       *slog.Logger
 	now       func() time.Time
 
@@ -158,7 +165,7 @@ func New(d Deps) (*Runtime, error) {
 		return nil, errors.New("agents: a store and an action registry are required")
 	}
 	r := &Runtime{store: d.Store, actions: d.Actions, providers: map[string]provider.Provider{provider.NameSim: provider.Sim{}},
-		vars: d.Variables, log: d.Logger, now: d.Now, schemas: map[string]*jsonschema.Schema{}}
+		vars: d.Variables, ready: d.Readiness, log: d.Logger, now: d.Now, schemas: map[string]*jsonschema.Schema{}}
 	for _, p := range d.Providers {
 		if p == nil {
 			return nil, errors.New("agents: nil provider")
@@ -293,6 +300,9 @@ func (r *Runtime) Run(ctx context.Context, job Job) (Result, error) {
 	if err := a.load(ctx); err != nil {
 		return Result{}, err
 	}
+	if err := a.providerReady(ctx); err != nil {
+		return Result{}, err
+	}
 	actx, cancel := context.WithTimeout(ctx, a.deadline)
 	defer cancel()
 	for {
@@ -317,6 +327,23 @@ func (r *Runtime) Run(ctx context.Context, job Job) (Result, error) {
 			return Result{}, err
 		}
 	}
+}
+
+// providerReady stops an attempt that still needs its provider while the
+// cached readiness probe knows it to be down: PROVIDER_UNAVAILABLE at once,
+// before any model call (retryable; the interpreter re-dispatches the same
+// attempt as an infrastructure fault). An unknown verdict lets the attempt
+// go on, as does a provider that is not probed (sim).
+func (a *attempt) providerReady(ctx context.Context) error {
+	if a.r.ready == nil || a.tr.Final != nil {
+		return nil
+	}
+	st, ok := a.r.ready.Check(ctx, a.def.Provider)
+	if !ok || !st.Down() {
+		return nil
+	}
+	return temporal.NewApplicationError(fmt.Sprintf("node %q: provider %s is unavailable (readiness probe at %s: %s); the attempt goes out again once it is back",
+		a.job.NodeID, a.def.Provider, st.CheckedAt.UTC().Format(time.RFC3339), st.Detail), provider.CodeUnavailable)
 }
 
 // interrupted reports the attempt's cancellation or the agent deadline.
@@ -478,16 +505,37 @@ func (a *attempt) load(ctx context.Context) error {
 	return nil
 }
 
-// start builds the first messages: the resolved instructions (with the
-// toolset's skill and, for decisions, the decision contract) and the call
-// input, and saves them so every attempt sees the same resolved text.
+// start builds the first messages — the system message and the call input
+// — and saves them so every attempt sees the same resolved text. The system
+// message is, in this order, each part after a blank line:
+//
+//  1. the agent revision's instructions, resolved with the run's context;
+//  2. the text of each tenant skill the revision lists, in its order
+//     (the revisions pinned at publication);
+//  3. the node's toolset summary, as "Tools: <summary>" (when it has one);
+//  4. the node's toolset skill;
+//  5. for an agent-decision node, the decision contract.
 func (a *attempt) start(ctx context.Context) error {
 	sys, err := a.instructions(ctx)
 	if err != nil {
 		return err
 	}
-	if a.job.Toolset != nil && strings.TrimSpace(a.job.Toolset.Skill) != "" {
-		sys += "\n\n" + a.job.Toolset.Skill
+	skills, err := a.loadSkills(ctx)
+	if err != nil {
+		return err
+	}
+	applied := make([]string, 0, len(skills))
+	for _, sk := range skills {
+		sys += "\n\n" + sk.Text
+		applied = append(applied, graph.SkillRef{Key: sk.Key, Revision: sk.Revision}.String())
+	}
+	if ts := a.job.Toolset; ts != nil {
+		if summary := strings.TrimSpace(ts.Summary); summary != "" {
+			sys += "\n\nTools: " + summary
+		}
+		if strings.TrimSpace(ts.Skill) != "" {
+			sys += "\n\n" + ts.Skill
+		}
 	}
 	if a.job.Decision {
 		sys += "\n\nDecide: answer with a JSON object whose \"outcome\" is \"pass\" or \"fail\"."
@@ -498,11 +546,45 @@ func (a *attempt) start(ctx context.Context) error {
 	}
 	a.tr = &Transcript{
 		Version: TranscriptVersion, Agent: graph.AgentRef{Key: a.job.Agent.Key, Revision: a.job.Agent.Revision}.String(),
-		Hash: a.job.Agent.Hash, Provider: a.def.Provider, Model: a.def.Model,
+		Hash: a.job.Agent.Hash, Provider: a.def.Provider, Model: a.def.Model, Skills: applied,
 		Messages: []provider.Message{{Role: provider.RoleSystem, Content: sys}, {Role: provider.RoleUser, Content: string(input)}},
 		Turns:    []TurnRecord{}, Calls: []CallRecord{},
 	}
 	return a.save(ctx, nil)
+}
+
+// loadSkills loads the tenant skill revisions the agent revision lists, in
+// its order, each checked against the content hash publication pinned
+// (AGENT_UNAVAILABLE when one is not pinned, not stored or changed).
+// Archived skills still load: archiving hides a skill from new
+// publications only.
+func (a *attempt) loadSkills(ctx context.Context) ([]store.SkillRevision, error) {
+	j := a.job
+	out := make([]store.SkillRevision, 0, len(a.def.Skills))
+	for _, ref := range a.def.Skills {
+		var pinned *graph.PinnedSkill
+		for i, p := range j.Agent.Skills {
+			if p.Key == ref.Key && p.Revision == ref.Revision {
+				pinned = &j.Agent.Skills[i]
+			}
+		}
+		if pinned == nil || pinned.Hash == "" {
+			return nil, permanent(ErrAgentUnavailable, nil, "node %q: skill %s of agent %s is not pinned in this revision", j.NodeID, ref, j.Agent.Key)
+		}
+		rev, err := a.r.store.GetSkillRevision(ctx, j.TenantID, ref.Key, ref.Revision)
+		if errors.Is(err, failure.ErrNotFound) {
+			return nil, permanent(ErrAgentUnavailable, nil, "node %q: skill revision %s is not stored", j.NodeID, ref)
+		}
+		if err != nil {
+			return nil, err
+		}
+		h, err := Skill{Name: rev.Name, Text: rev.Text}.Hash()
+		if err != nil || h != pinned.Hash || rev.Hash != pinned.Hash {
+			return nil, permanent(ErrAgentUnavailable, nil, "node %q: skill revision %s does not match the hash pinned at publication", j.NodeID, ref)
+		}
+		out = append(out, rev)
+	}
+	return out, nil
 }
 
 // instructions resolves the instructions template with the run's context
@@ -565,6 +647,7 @@ func (a *attempt) turn(ctx, actx context.Context) error {
 		}
 		return a.providerError(ctx, actx, err)
 	}
+	a.r.ready.Observe(a.def.Provider, nil)
 	msg := provider.Message{Role: provider.RoleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls}
 	if len(reply.ToolCalls) == 0 && reply.Refusal != "" {
 		msg.Content = reply.Refusal
@@ -710,6 +793,7 @@ func (a *attempt) providerError(ctx, actx context.Context, err error) error {
 		return a.interrupted(ctx, actx)
 	}
 	pe, ok := provider.AsError(err)
+	a.r.ready.Observe(a.def.Provider, err)
 	if !ok {
 		return temporal.NewApplicationErrorWithCause(fmt.Sprintf("node %q: provider %s: %v", a.job.NodeID, a.def.Provider, err),
 			provider.CodeUnavailable, err)
@@ -791,6 +875,9 @@ func truncate(s string, n int) string {
 	return s + "…"
 }
 
+// maxInputViolations bounds the schema violations a tool.denied event lists.
+const maxInputViolations = 20
+
 // call settles one pending tool call: denied (not offered, over a limit,
 // invalid input), or run under its deadline — through the ledger when it
 // mutates — and completed or failed. It is saved with its events.
@@ -811,15 +898,20 @@ func (a *attempt) call(ctx, actx context.Context, c *CallRecord) error {
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
-	if v := CheckSubset(t.pinned.InputSchema, input); v != nil {
-		return a.deny(ctx, c, ReasonInputInvalid, "the input does not match the tool's input schema", map[string]any{"errors": v})
-	}
 	inSchema, err := a.r.compile(t.pinned.InputSchema)
 	if err != nil {
 		return a.fail(ctx, c, ReasonUnavailable, "the tool's input schema does not compile", nil)
 	}
-	if err := graph.ValidateValue(inSchema, input); err != nil {
-		return a.deny(ctx, c, ReasonInputInvalid, "the input does not match the tool's input schema: "+firstLine(err.Error()), nil)
+	// One check before anything runs: the contract's input schema. The
+	// subset SPEC §7 names (type, enum, required, properties,
+	// additionalProperties, items) is JSON Schema, so whatever it refuses is
+	// refused here, every violation listed.
+	switch errs, err := graph.SchemaErrors(inSchema, input, maxInputViolations); {
+	case err != nil:
+		return a.deny(ctx, c, ReasonInputInvalid, "the input is not a single JSON value", nil)
+	case errs != nil:
+		return a.deny(ctx, c, ReasonInputInvalid, fmt.Sprintf("the input does not match the tool's input schema: %s at %q", errs[0].Message, errs[0].Path),
+			map[string]any{"errors": errs})
 	}
 	canon, err := graph.Canonical(input)
 	if err != nil {

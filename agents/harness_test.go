@@ -302,35 +302,6 @@ func TestOfferIsAllowedToolsAndToolsetAndPermissions(t *testing.T) {
 	require.Contains(t, tr.Messages[3].Content, "TOOL_NOT_GRANTED")
 }
 
-func TestCheckSubset(t *testing.T) {
-	t.Parallel()
-	schema := json.RawMessage(`{"type":"object","required":["title","tags"],"additionalProperties":false,
-		"properties":{"title":{"type":"string"},"n":{"type":["integer","null"]},"kind":{"enum":["a","b"]},
-		"tags":{"type":"array","items":{"type":"string"}},"meta":{"type":"object","additionalProperties":{"type":"number"}}}}`)
-	for _, tc := range []struct {
-		input string
-		paths []string
-	}{
-		{`{"title":"x","tags":[]}`, nil},
-		{`{"title":"x","tags":["a"],"n":3,"kind":"b","meta":{"w":1.5}}`, nil},
-		{`{"title":"x","tags":[],"n":null}`, nil},
-		{`{"tags":[]}`, []string{"/title"}},
-		{`{"title":1,"tags":[2],"n":1.5,"kind":"c","tenantId":"t2","meta":{"w":"x"}}`,
-			[]string{"/kind", "/meta/w", "/n", "/tags/0", "/tenantId", "/title"}},
-		{`[1]`, []string{""}},
-		{`{"title":"x","tags":[]} {}`, []string{""}},
-	} {
-		var got []string
-		for _, v := range agents.CheckSubset(schema, json.RawMessage(tc.input)) {
-			got = append(got, v.Path)
-		}
-		require.ElementsMatch(t, tc.paths, got, tc.input)
-	}
-	require.Nil(t, agents.CheckSubset(json.RawMessage(`{}`), json.RawMessage(`{"anything":[1]}`)))
-	require.NotNil(t, agents.CheckSubset(json.RawMessage(`false`), json.RawMessage(`1`)))
-	require.Nil(t, agents.CheckSubset(json.RawMessage(`{"type":"integer"}`), json.RawMessage(`1e3`)))
-}
-
 func TestToolDeadlineIsEnforced(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -23,6 +23,9 @@ type Transcript struct {
 	Hash     string `json:"hash"`
 	Provider string `json:"provider"`
 	Model    string `json:"model"`
+	// Skills are the tenant skill revisions (key@revision) whose texts the
+	// system message carries, in the order they were appended.
+	Skills []string `json:"skills,omitempty"`
 	// Messages are what the model has seen and said: the resolved
 	// instructions (system), the call input (user), assistant turns and
 	// tool results.

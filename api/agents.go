@@ -135,8 +135,9 @@ func (s *Server) agentDetail(c echo.Context, tenant string, a store.Agent, rev s
 // INVALID_AGENT listing every issue in details.issues, among them every
 // allowed tool that is malformed (INVALID_TOOL), neither built-in nor
 // published (MISSING_DEPENDENCY) or external/destructive
-// (UNSUPPORTED_ACTION_RISK): what publication would refuse is refused when
-// the agent is authored.
+// (UNSUPPORTED_ACTION_RISK), and every listed skill revision that the
+// tenant does not hold or archived (MISSING_DEPENDENCY): what publication
+// would refuse is refused when the agent is authored.
 func (s *Server) definitionContent(c echo.Context, raw json.RawMessage) (json.RawMessage, string, error) {
 	def, err := agents.DecodeDefinition(raw)
 	if err != nil {
@@ -150,11 +151,16 @@ func (s *Server) definitionContent(c echo.Context, raw json.RawMessage) (json.Ra
 	if err != nil {
 		return nil, "", err
 	}
+	skill, err := s.skillLookup(c, principal(c).Tenant, def.Skills)
+	if err != nil {
+		return nil, "", err
+	}
 	issues := agents.Validate(def, "/definition", agents.ValidateOptions{
 		Variables: s.variables().Definitions(),
 		Action: func(ref graph.ActionRef) (graph.ActionContract, bool) {
 			return cat.Action(ref.ID, ref.Version)
 		},
+		Skill: skill,
 	})
 	if len(issues) > 0 {
 		return nil, "", failure.New(agents.CodeInvalidAgent, "the agent definition has %d issue(s); see details.issues", len(issues)).

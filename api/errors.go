@@ -56,9 +56,17 @@ var statusByCode = map[string]int{
 	variables.CodeCancelled:       http.StatusServiceUnavailable, // ended before the sources answered; retry
 	variables.CodeSourceFailed:    http.StatusBadGateway,         // a source failed; its error is logged only
 	// Agents (api/agents.go).
-	agents.CodeInvalidAgent:   http.StatusUnprocessableEntity,
-	store.CodeAgentArchived:   http.StatusConflict,
-	store.CodeContractChanged: http.StatusConflict,
+	agents.CodeInvalidAgent: http.StatusUnprocessableEntity,
+	store.CodeAgentArchived: http.StatusConflict,
+	// Tenant skills (api/skills.go), toolset summaries, retention and
+	// chain verification (issue 20).
+	agents.CodeInvalidSkill:         http.StatusUnprocessableEntity,
+	store.CodeSkillArchived:         http.StatusConflict,
+	graph.CodeInvalidToolsetSummary: http.StatusUnprocessableEntity,
+	graph.CodeMissingToolsetSummary: http.StatusUnprocessableEntity,
+	store.CodeRunDeleted:            http.StatusGone,
+	store.CodeEventsDeleted:         http.StatusGone,
+	store.CodeContractChanged:       http.StatusConflict,
 	// Webhook deliveries (POST /hooks/{id}) authenticated by their signature.
 	bridges.CodeSignatureMissing:  http.StatusUnauthorized,
 	bridges.CodeSignatureInvalid:  http.StatusUnauthorized,

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/sdk/client"
 
+	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/failure"
 )
@@ -41,10 +42,19 @@ func (s *Server) healthz(c echo.Context) error {
 }
 
 // readyz checks PostgreSQL, Temporal, and weft's search attributes on the
-// namespace. 200 {"status":"ready","checks":{...}} when all pass; otherwise
-// 503 UNAVAILABLE naming each failed check in details.checks.
+// namespace. 200 {"status":"ready","checks":{...},"providers":{...}} when
+// all checks pass; otherwise 503 UNAVAILABLE naming each failed check in
+// details.checks (and the providers in details.providers). Providers are a
+// separate, non-fatal section: a model provider that is down does not make
+// the process unready (agent nodes wait for it; every other node runs).
 func (s *Server) readyz(c echo.Context) error {
 	ctx := c.Request().Context()
+	providers := map[string]string{}
+	done := make(chan struct{})
+	go func() { // probes run next to the other checks; each is bounded
+		defer close(done)
+		providers = s.checkProviders(ctx)
+	}()
 	checks := map[string]string{
 		"postgres":         s.checkPostgres(ctx),
 		"temporal":         s.checkTemporal(ctx),
@@ -53,6 +63,7 @@ func (s *Server) readyz(c echo.Context) error {
 	if checks["temporal"] == checkOK {
 		checks["searchAttributes"] = s.checkSearchAttributes(ctx)
 	}
+	<-done
 	var failed []string
 	for _, name := range []string{"postgres", "temporal", "searchAttributes"} {
 		if checks[name] != checkOK {
@@ -61,9 +72,46 @@ func (s *Server) readyz(c echo.Context) error {
 	}
 	if len(failed) > 0 {
 		return failure.New(failure.CodeUnavailable, "not ready: %s", strings.Join(failed, ", ")).
-			WithDetails(map[string]any{"checks": checks})
+			WithDetails(map[string]any{"checks": checks, "providers": providers})
 	}
-	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "checks": checks})
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "checks": checks, "providers": providers})
+}
+
+// Provider readiness shown by /readyz (the probe's detail is logged by the
+// probe, never shown: the route is unauthenticated).
+const (
+	providerOK          = "ok"
+	providerUnreachable = "unreachable"
+	providerRefused     = "refused"
+	providerUnknown     = "unknown"
+)
+
+// checkProviders reports each watched model provider: ok, unreachable
+// (down: agent nodes using it stop at once with PROVIDER_UNAVAILABLE and go
+// out again), refused (the endpoint refuses the key), or unknown (no
+// verdict before the request ended). Verdicts are cached for
+// WEFT_PROVIDER_PROBE_TTL, so /readyz never costs more than one probe per
+// provider per TTL.
+func (s *Server) checkProviders(ctx context.Context) map[string]string {
+	out := map[string]string{}
+	if s.deps.Providers == nil {
+		return out
+	}
+	report := s.deps.Providers.Report(ctx)
+	for _, name := range s.deps.Providers.Names() {
+		st, ok := report[name]
+		switch {
+		case !ok:
+			out[name] = providerUnknown
+		case st.State == provider.StateUp:
+			out[name] = providerOK
+		case st.State == provider.StateRefused:
+			out[name] = providerRefused
+		default:
+			out[name] = providerUnreachable
+		}
+	}
+	return out
 }
 
 func (s *Server) checkPostgres(ctx context.Context) string {

@@ -19,9 +19,11 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/bridges"
@@ -30,6 +32,7 @@ import (
 	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/starter"
+	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
 )
 
@@ -54,6 +57,7 @@ type contractHarness struct {
 	router routers.Router
 	keys   *auth.Keys
 	token  string
+	st     *store.Store
 	// seen counts the responses validated per "METHOD path status".
 	seen map[string]int
 }
@@ -79,8 +83,17 @@ func newContractHarness(t *testing.T) *contractHarness {
 	doc := loadOpenAPI(t)
 	router, err := gorillamux.NewRouter(doc)
 	require.NoError(t, err)
-	c := &contractHarness{t: t, doc: doc, router: router, keys: keys, seen: map[string]int{},
-		h: api.New(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Metrics: m, Starter: runs})}
+	// A model provider whose endpoint is down: /readyz reports it apart.
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	openai, err := provider.NewOpenAI(provider.OpenAIConfig{BaseURL: down.URL, APIKey: "sk-contract"})
+	require.NoError(t, err)
+	ready := provider.NewReadiness([]provider.Provider{openai}, provider.ReadinessOptions{Logger: logger})
+	c := &contractHarness{t: t, doc: doc, router: router, keys: keys, seen: map[string]int{}, st: st,
+		h: api.New(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Metrics: m, Starter: runs,
+			Providers: ready})}
 	c.token = c.mint("acme", "alice", auth.AllScopes...)
 	return c
 }
@@ -226,7 +239,8 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 
 	// Operations.
 	c.expect(200, call{method: "GET", path: "/healthz"})
-	c.expect(200, call{method: "GET", path: "/readyz"})
+	ready := c.expect(200, call{method: "GET", path: "/readyz"}).json(t)
+	require.Equal(t, map[string]any{"openai": "unreachable"}, ready["providers"])
 	c.expect(200, call{method: "GET", path: "/v1/openapi.json", token: tok})
 	c.expect(401, call{method: "GET", path: "/v1/openapi.json", malformed: true})
 
@@ -254,7 +268,22 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		body: map[string]any{"expectedRevision": 1, "graph": json.RawMessage(contractGraph)}})
 	c.expect(200, call{method: "PUT", path: "/v1/workflows/sleepy/draft?expectedRevision=1", token: tok,
 		contentType: "application/yaml", body: sleepyGraph})
-	c.expect(200, call{method: "POST", path: "/v1/workflows/notes/dry-run", token: tok})
+	dry := c.expect(200, call{method: "POST", path: "/v1/workflows/notes/dry-run", token: tok}).json(t)
+	require.Equal(t, []any{}, dry["warnings"])
+	// Toolsets: a new one needs a one-line summary.
+	toolsetGraph := func(ts string) json.RawMessage {
+		return json.RawMessage(`{"schemaVersion": 1, "toolsets": {"ops": ` + ts + `},
+		  "nodes": [{"id": "in", "kind": "input", "outputs": {"out": "any"}}, {"id": "out", "kind": "output", "inputs": {"in": "any"}}],
+		  "edges": [{"from": "in.out", "to": "out.in"}]}`)
+	}
+	refused := c.expect(422, call{method: "POST", path: "/v1/workflows", token: tok,
+		body: map[string]any{"key": "tools", "graph": toolsetGraph(`{"tools": ["core.echo@1"], "skill": "Echo."}`)}}).json(t)
+	require.Equal(t, "MISSING_TOOLSET_SUMMARY", refused["error"].(map[string]any)["code"])
+	refused = c.expect(422, call{method: "POST", path: "/v1/workflows", token: tok,
+		body: map[string]any{"key": "tools", "graph": toolsetGraph(`{"tools": ["core.echo@1"], "skill": "Echo.", "summary": "two\nlines"}`)}}).json(t)
+	require.Equal(t, "INVALID_TOOLSET_SUMMARY", refused["error"].(map[string]any)["code"])
+	c.expect(201, call{method: "POST", path: "/v1/workflows", token: tok,
+		body: map[string]any{"key": "tools", "graph": toolsetGraph(`{"tools": ["core.echo@1"], "skill": "Echo.", "summary": "Echo values back."}`)}})
 	c.expect(200, call{method: "POST", path: "/v1/workflows/broken/dry-run", token: tok, body: map[string]any{"draftRevision": 1}})
 	c.expect(415, call{method: "POST", path: "/v1/workflows/notes/publish", token: tok, body: "expectedRevision=2",
 		contentType: "application/x-www-form-urlencoded", malformed: true})
@@ -263,6 +292,28 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	require.Equal(t, "/v1/workflows/notes/revisions/1", pub.header.Get("Location"))
 	c.expect(200, call{method: "POST", path: "/v1/workflows/notes/publish", token: tok, body: map[string]any{"expectedRevision": 2}})
 	c.expect(201, call{method: "POST", path: "/v1/workflows/sleepy/publish", token: tok, body: map[string]any{"expectedRevision": 2}})
+	// A toolset saved before summaries existed keeps working: publication
+	// succeeds and asks for the summary.
+	require.NoError(t, pgx.BeginFunc(context.Background(), c.st.Pool, func(tx pgx.Tx) error {
+		// Drafts are immutable; as an operator restoring an old dump would,
+		// bypass the trigger for this one edit.
+		if _, err := tx.Exec(context.Background(), `SET LOCAL session_replication_role = replica`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(context.Background(), `UPDATE workflow_drafts SET document = document #- '{toolsets,ops,summary}'
+			WHERE tenant_id = 'acme' AND key = 'tools'`)
+		return err
+	}))
+	oldTools := toolsetGraph(`{"tools": ["core.echo@1"], "skill": "Echo, still."}`)
+	c.expect(200, call{method: "PUT", path: "/v1/workflows/tools/draft", token: tok,
+		body: map[string]any{"expectedRevision": 1, "graph": oldTools}})
+	dry = c.expect(200, call{method: "POST", path: "/v1/workflows/tools/dry-run", token: tok}).json(t)
+	require.Equal(t, true, dry["valid"])
+	require.Len(t, dry["warnings"], 1)
+	pubTools := c.expect(201, call{method: "POST", path: "/v1/workflows/tools/publish", token: tok, body: map[string]any{"expectedRevision": 2}}).json(t)
+	warnings := pubTools["warnings"].([]any)
+	require.Len(t, warnings, 1)
+	require.Equal(t, "MISSING_TOOLSET_SUMMARY", warnings[0].(map[string]any)["code"])
 	c.expect(422, call{method: "POST", path: "/v1/workflows/broken/publish", token: tok, body: map[string]any{"expectedRevision": 1}})
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/revisions/1", token: tok})
 	c.expect(404, call{method: "GET", path: "/v1/workflows/notes/revisions/9", token: tok})
@@ -298,6 +349,10 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.expect(200, call{method: "GET", path: "/v1/runs/" + runID + "/events?limit=500&cursor=" + cursor, token: tok})
 	c.expect(400, call{method: "GET", path: "/v1/runs/" + runID + "/events?cursor=forged", token: tok})
 	c.expect(409, call{method: "POST", path: "/v1/runs/" + runID + "/cancel", token: tok})
+	verified := c.expect(200, call{method: "GET", path: "/v1/runs/" + runID + "/verify", token: tok}).json(t)
+	require.Equal(t, true, verified["intact"])
+	c.expect(404, call{method: "GET", path: "/v1/runs/nope/verify", token: tok})
+	c.expect(403, call{method: "GET", path: "/v1/runs/" + runID + "/verify", token: readOnly})
 	c.expect(200, call{method: "GET", path: "/v1/notes", token: tok})
 	c.expect(200, call{method: "GET", path: "/v1/runs?mode=live&workflowKey=notes", token: tok})
 	c.expect(400, call{method: "GET", path: "/v1/runs?mode=bogus", token: tok, malformed: true})
@@ -379,6 +434,35 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		body: map[string]any{"expectedRevision": 1, "definition": map[string]any{"instructions": "stale"}}})
 	c.expect(200, call{method: "GET", path: "/v1/agents/helper/revisions/1", token: tok})
 	c.expect(404, call{method: "GET", path: "/v1/agents/helper/revisions/7", token: tok})
+	// Skills.
+	c.expect(201, call{method: "POST", path: "/v1/skills", token: tok,
+		body: map[string]any{"key": "tone", "name": "Tone", "text": "Answer in plain words."}})
+	c.expect(409, call{method: "POST", path: "/v1/skills", token: tok,
+		body: map[string]any{"key": "tone", "name": "Tone", "text": "again"}})
+	c.expect(422, call{method: "POST", path: "/v1/skills", token: tok,
+		body: map[string]any{"key": "blank", "name": "Blank", "text": "  "}})
+	c.expect(400, call{method: "POST", path: "/v1/skills", token: tok, malformed: true,
+		body: map[string]any{"key": "x", "name": "X", "text": "t", "extra": 1}})
+	c.expect(200, call{method: "GET", path: "/v1/skills", token: tok})
+	c.expect(200, call{method: "GET", path: "/v1/skills/tone", token: tok})
+	c.expect(404, call{method: "GET", path: "/v1/skills/none", token: tok})
+	c.expect(201, call{method: "POST", path: "/v1/skills/tone/revisions", token: tok,
+		body: map[string]any{"expectedRevision": 1, "text": "Answer in plainer words."}})
+	c.expect(409, call{method: "POST", path: "/v1/skills/tone/revisions", token: tok,
+		body: map[string]any{"expectedRevision": 1, "text": "stale"}})
+	c.expect(200, call{method: "GET", path: "/v1/skills/tone/revisions/1", token: tok})
+	c.expect(404, call{method: "GET", path: "/v1/skills/tone/revisions/5", token: tok})
+	c.expect(403, call{method: "POST", path: "/v1/skills", token: readOnly,
+		body: map[string]any{"key": "y", "name": "Y", "text": "t"}})
+	c.expect(201, call{method: "POST", path: "/v1/agents", token: tok,
+		body: map[string]any{"key": "skilled", "name": "Skilled", "definition": map[string]any{"instructions": "Answer.",
+			"skills": []any{map[string]any{"key": "tone", "revision": 2}}}}})
+	c.expect(422, call{method: "POST", path: "/v1/agents", token: tok,
+		body: map[string]any{"key": "unskilled", "name": "Unskilled", "definition": map[string]any{"instructions": "Answer.",
+			"skills": []any{map[string]any{"key": "tone", "revision": 9}}}}})
+	c.expect(200, call{method: "POST", path: "/v1/skills/tone/archive", token: tok})
+	c.expect(409, call{method: "POST", path: "/v1/skills/tone/revisions", token: tok, body: map[string]any{"text": "late"}})
+	c.expect(404, call{method: "POST", path: "/v1/skills/none/archive", token: tok})
 	c.expect(200, call{method: "POST", path: "/v1/agents/helper/archive", token: tok})
 	c.expect(404, call{method: "POST", path: "/v1/agents/nobody/archive", token: tok})
 
@@ -387,6 +471,12 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		body: map[string]any{"every": "1h", "input": map[string]any{"title": "hourly"}, "paused": true}}).json(t)
 	scheduleID := sch["scheduleId"].(string)
 	c.expect(400, call{method: "POST", path: "/v1/workflows/notes/schedules", token: tok, body: map[string]any{"every": "1ms"}})
+	templated := c.expect(201, call{method: "POST", path: "/v1/workflows/notes/schedules", token: tok,
+		body: map[string]any{"every": "1h", "paused": true, "input": map[string]any{"title": "from {{ agent.name }}"},
+			"bindings": map[string]any{"agentId": "helper"}}}).json(t)
+	require.Equal(t, true, templated["templated"])
+	c.expect(422, call{method: "POST", path: "/v1/workflows/notes/schedules", token: tok,
+		body: map[string]any{"every": "1h", "paused": true, "input": map[string]any{"title": "{{ no.such }}"}}})
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/schedules", token: tok})
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/schedules/" + scheduleID, token: tok})
 	policyPath := "/v1/workflows/notes/schedules/" + scheduleID + "/tool-policy"
@@ -442,6 +532,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.expect(200, call{method: "GET", path: "/v1/revocations?sub=dave&cursor=" + cursor, token: tok})
 	c.expect(400, call{method: "GET", path: "/v1/revocations?cursor=" + cursor, token: tok})
 	c.expect(204, call{method: "DELETE", path: "/v1/revocations/dave/" + auth.ScopeNotesWrite, token: tok})
+
 	c.expect(404, call{method: "DELETE", path: "/v1/revocations/dave/" + auth.ScopeNotesWrite, token: tok})
 
 	// Metrics after the runs: runs by status from PostgreSQL, node
@@ -462,6 +553,16 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	} {
 		require.Regexp(t, want, metricsText)
 	}
+
+	// Retention: a run whose events were deleted cannot be verified, and a
+	// key whose run was deleted cannot start another.
+	_, err := c.st.Pool.Exec(context.Background(), `UPDATE runs SET events_deleted_at = now() WHERE run_id = $1`, runID)
+	require.NoError(t, err)
+	c.expect(410, call{method: "GET", path: "/v1/runs/" + runID + "/verify", token: tok})
+	res, err := c.st.DeleteRunsClosedBefore(context.Background(), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Positive(t, res.Runs)
+	c.expect(410, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok, body: enqueue})
 
 	// The fully wired application registers exactly the documented routes.
 	routes := registeredRoutes(c.h)

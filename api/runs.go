@@ -50,6 +50,7 @@ func (s *Server) registerRunRoutes(g *echo.Group) {
 	g.GET("/runs/:id", s.getRun, requireScope(auth.ScopeRunsRead))
 	g.GET("/runs/:id/events", s.listRunEvents, requireScope(auth.ScopeRunsRead))
 	g.GET("/runs/:id/events/stream", s.streamRunEvents, requireScope(auth.ScopeRunsRead))
+	g.GET("/runs/:id/verify", s.verifyRun, requireScope(auth.ScopeRunsRead))
 	g.POST("/runs/:id/cancel", s.cancelRun, requireScope(auth.ScopeRunsCancel))
 	g.GET("/notes", s.listNotes, requireScope(auth.ScopeRunsRead))
 }
@@ -404,7 +405,7 @@ func (p *nodeProjection) apply(ev store.Event) {
 // stay as the events left them), so the API never claims work runs on a
 // closed run.
 func (p *nodeProjection) states(runStatus string) []execution.NodeState {
-	closed := terminalRunStatus(runStatus)
+	closed := execution.Terminal(runStatus)
 	out := make([]execution.NodeState, 0, len(p.order))
 	for _, id := range p.order {
 		st := *p.byID[id]
@@ -417,15 +418,6 @@ func (p *nodeProjection) states(runStatus string) []execution.NodeState {
 		out = append(out, st)
 	}
 	return out
-}
-
-// terminalRunStatus reports whether a run status is final.
-func terminalRunStatus(status string) bool {
-	switch status {
-	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
-		return true
-	}
-	return false
 }
 
 // applyNodeEvent advances one node's state by one event, mirroring the
@@ -492,6 +484,41 @@ type eventBody struct {
 // listRunEvents pages through a run's event log in seq order. The cursor is
 // HMAC-bound to the tenant and the run: another run's cursor, or a tampered
 // one, is CURSOR_INVALID.
+// verifyResponse answers GET /v1/runs/{id}/verify.
+type verifyResponse struct {
+	RunID string `json:"runId"`
+	// Intact is true when every event's hash matches its content and its
+	// predecessor's hash, seq runs 1..n without gaps, and the chain ends
+	// at the run's last hash.
+	Intact bool `json:"intact"`
+	// Events is how many events are stored for the run.
+	Events int64 `json:"events"`
+	// FirstBrokenSeq and Reason name the first break (absent when intact).
+	FirstBrokenSeq *int64 `json:"firstBrokenSeq,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// verifyRun handles GET /v1/runs/{id}/verify: it recomputes the run's
+// hash chain from the stored events and reports whether it is intact, or
+// the first seq where it breaks (an edited, deleted or reordered event).
+// A run whose events retention deleted is 410 EVENTS_DELETED.
+func (s *Server) verifyRun(c echo.Context) error {
+	p := principal(c)
+	r, err := s.tenantRun(c, p.Tenant)
+	if err != nil {
+		return err
+	}
+	rep, err := s.deps.Store.CheckChain(c.Request().Context(), p.Tenant, r.RunID)
+	if err != nil {
+		return notFoundAs(err, "run %q not found", r.RunID)
+	}
+	out := verifyResponse{RunID: r.RunID, Intact: rep.Intact, Events: rep.Events, Reason: rep.Reason}
+	if !rep.Intact {
+		out.FirstBrokenSeq = &rep.FirstBrokenSeq
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
 func (s *Server) listRunEvents(c echo.Context) error {
 	p := principal(c)
 	r, err := s.tenantRun(c, p.Tenant)

@@ -97,10 +97,13 @@ func (s *Server) registerScheduleRoutes(g *echo.Group) {
 
 // createScheduleBody is the body of POST /v1/workflows/{key}/schedules.
 type createScheduleBody struct {
-	Cron   string          `json:"cron"`
-	Every  string          `json:"every"`
-	Input  json.RawMessage `json:"input"`
-	Paused bool            `json:"paused"`
+	Cron  string          `json:"cron"`
+	Every string          `json:"every"`
+	Input json.RawMessage `json:"input"`
+	// Bindings are the explicit record bindings of the input's {{ }}
+	// templates (e.g. {"agentId": "triage"}).
+	Bindings map[string]string `json:"bindings"`
+	Paused   bool              `json:"paused"`
 	// ToolPolicy lists the tools (actionId@version) the runs' agents may be
 	// offered; absent or empty offers none.
 	ToolPolicy []string `json:"toolPolicy"`
@@ -116,7 +119,8 @@ func (b *bridgeRoutes) createSchedule(c echo.Context) error {
 		return err
 	}
 	v, err := svc.CreateSchedule(c.Request().Context(), principal(c), key, bridges.ScheduleRequest{
-		Cron: body.Cron, Every: body.Every, Input: body.Input, Paused: body.Paused, ToolPolicy: body.ToolPolicy,
+		Cron: body.Cron, Every: body.Every, Input: body.Input, Bindings: body.Bindings, Paused: body.Paused,
+		ToolPolicy: body.ToolPolicy,
 	})
 	if err != nil {
 		return err

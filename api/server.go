@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/sdk/client"
 
+	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/catalog"
@@ -50,6 +51,9 @@ type Deps struct {
 	// (GET /v1/runs/{id}/events/stream). Nil uses NewStreams(nil, 0):
 	// streams re-read the store every second instead of being woken.
 	Streams *Streams
+	// Providers is the model providers' cached readiness probe, reported
+	// by /readyz in its own, non-fatal section. Nil reports none.
+	Providers *provider.Readiness
 }
 
 // Server holds the dependencies handlers use.
@@ -93,6 +97,7 @@ func New(d Deps) *echo.Echo {
 	s.registerRunRoutes(v1)
 	s.registerVariableRoutes(v1)
 	s.registerAgentRoutes(v1)
+	s.registerSkillRoutes(v1)
 	s.registerScheduleRoutes(v1)
 	s.registerWebhookRoutes(e, v1)
 	s.registerRevocationRoutes(v1)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/store"
 )
@@ -232,7 +233,7 @@ func (s *Server) streamRunEvents(c echo.Context) error {
 		}
 		// Ended: the run is terminal and its terminal event was sent (or
 		// retention deleted its events, so nothing more will come).
-		if terminalRunStatus(progress.Status) && (after >= progress.LastSeq || progress.EventsDeleted) {
+		if execution.Terminal(progress.Status) && (after >= progress.LastSeq || progress.EventsDeleted) {
 			end, _ := json.Marshal(streamEnd{Status: progress.Status, LastSeq: progress.LastSeq})
 			buf.WriteString("event: end\ndata: ")
 			buf.Write(end)

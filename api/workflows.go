@@ -332,7 +332,7 @@ func (s *Server) createWorkflow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.refuseUnusableToolsets(c.Request().Context(), p.Tenant, doc, stored); err != nil {
+	if err := s.refuseUnusableToolsets(c.Request().Context(), p.Tenant, doc, nil, stored); err != nil {
 		return err
 	}
 	w, err := s.deps.Store.CreateWorkflow(c.Request().Context(), p.Tenant, req.Key, stored, p.Sub)
@@ -371,7 +371,11 @@ func (s *Server) saveDraft(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.refuseUnusableToolsets(c.Request().Context(), p.Tenant, doc, stored); err != nil {
+	previous, err := s.latestDraftDocument(c, p.Tenant, key)
+	if err != nil {
+		return err
+	}
+	if err := s.refuseUnusableToolsets(c.Request().Context(), p.Tenant, doc, previous, stored); err != nil {
 		return err
 	}
 	rev, err := s.deps.Store.SaveDraft(c.Request().Context(), p.Tenant, key, expected, stored, p.Sub)
@@ -379,6 +383,21 @@ func (s *Server) saveDraft(c echo.Context) error {
 		return notFoundAs(err, "workflow %q not found", key)
 	}
 	return c.JSON(http.StatusOK, draftResponse{Key: key, DraftRevision: rev})
+}
+
+// latestDraftDocument returns the decoded latest draft of key (nil when it
+// no longer decodes, which only toolset summary checks consult); a missing
+// workflow is NOT_FOUND before anything else is checked.
+func (s *Server) latestDraftDocument(c echo.Context, tenant, key string) (*graph.Document, error) {
+	d, err := s.loadDraft(c, tenant, key, 0)
+	if err != nil {
+		return nil, err
+	}
+	doc, issues := graph.DecodeStored(d.Document)
+	if issues != nil {
+		return nil, nil
+	}
+	return doc, nil
 }
 
 // draftRevisionRequest reads what dry-run and publish share: the workflow
@@ -589,7 +608,7 @@ func (s *Server) dryRunWorkflow(c echo.Context) error {
 	out := dryRunResponse{Key: key, DraftRevision: d.Revision}
 	doc, issues := graph.DecodeStored(d.Document)
 	if issues != nil {
-		out.DryRunResult = graph.DryRunResult{Issues: issues, Order: []string{}, Permissions: []string{},
+		out.DryRunResult = graph.DryRunResult{Issues: issues, Warnings: []graph.Issue{}, Order: []string{}, Permissions: []string{},
 			References: graph.ReferenceSet{Actions: []graph.ActionRef{}, Agents: []graph.AgentRef{}},
 			Limits:     graph.DefaultLimits}
 		return c.JSON(http.StatusOK, out)
@@ -606,6 +625,9 @@ type publishResponse struct {
 	Revision      int    `json:"revision"`
 	Checksum      string `json:"checksum"`
 	DraftRevision int    `json:"draftRevision"`
+	// Warnings ask for what a published revision may still lack (a toolset
+	// summary: MISSING_TOOLSET_SUMMARY); they never refuse publication.
+	Warnings []graph.Issue `json:"warnings"`
 }
 
 // publishWorkflow handles POST /v1/workflows/{key}/publish
@@ -658,7 +680,8 @@ func (s *Server) publishWorkflow(c echo.Context) error {
 	} else {
 		c.Response().Header().Set(echo.HeaderLocation, fmt.Sprintf("/v1/workflows/%s/revisions/%d", key, rev.Revision))
 	}
-	return c.JSON(status, publishResponse{Key: key, Revision: rev.Revision, Checksum: rev.Checksum, DraftRevision: rev.DraftRevision})
+	return c.JSON(status, publishResponse{Key: key, Revision: rev.Revision, Checksum: rev.Checksum, DraftRevision: rev.DraftRevision,
+		Warnings: graph.ToolsetWarnings(doc)})
 }
 
 // revisionDetail answers GET /v1/workflows/{key}/revisions/{n}: the immutable
@@ -673,6 +696,9 @@ type revisionDetail struct {
 	Permissions            []string            `json:"permissions"`
 	NodePermissions        map[string][]string `json:"nodePermissions"`
 	EstimatedHistoryEvents int                 `json:"estimatedHistoryEvents"`
+	// Warnings: what the revision lacks but runs without (a toolset
+	// summary, MISSING_TOOLSET_SUMMARY).
+	Warnings []graph.Issue `json:"warnings"`
 }
 
 type pinnedDependencies struct {
@@ -710,6 +736,7 @@ func (s *Server) getWorkflowRevision(c echo.Context) error {
 		Permissions:            emptyIfNil(cr.Permissions),
 		NodePermissions:        cr.NodePermissions,
 		EstimatedHistoryEvents: cr.EstimatedHistoryEvents,
+		Warnings:               graph.ToolsetWarnings(&cr.Document),
 	})
 }
 

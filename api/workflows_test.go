@@ -142,7 +142,7 @@ func TestWorkflowCreateDryRunPublishRoundTrip(t *testing.T) {
 
 	res = h.do(http.MethodPost, "/v1/workflows/quickstart/publish", h.token, `{"expectedRevision": 1}`)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
-	require.JSONEq(t, fmt.Sprintf(`{"key":"quickstart","revision":1,"checksum":%q,"draftRevision":1}`, checksum), string(res.Body))
+	require.JSONEq(t, fmt.Sprintf(`{"key":"quickstart","revision":1,"checksum":%q,"draftRevision":1,"warnings":[]}`, checksum), string(res.Body))
 
 	res = h.do(http.MethodGet, "/v1/workflows/quickstart/revisions/1", h.token, nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)

@@ -96,7 +96,7 @@ func TestYAMLRefusals(t *testing.T) {
 	h := newWFHarness(t)
 	h.create("exists", quickstart(t))
 	ts := func(tools string) string {
-		return "toolsets:\n  ops: {tools: [" + tools + "], skill: Be brief.}\n"
+		return "toolsets:\n  ops: {tools: [" + tools + "], skill: Be brief., summary: Echo things.}\n"
 	}
 	agentYAML := strings.Replace(quickstartYAML, "  - {id: out, kind: output",
 		"  - {id: think, kind: agent, tools: ops, agent: {key: triage, revision: 1}, inputs: {in: Item}, outputs: {out: any}}\n  - {id: out, kind: output", 1)
@@ -132,7 +132,10 @@ func TestYAMLRefusals(t *testing.T) {
 		{"uncaptured node path", "POST", "/v1/workflows?key=a", strings.Replace(agentYAML, "tools: ops", "tools: ./tools/report", 1) + ts("core.echo@1"), 422, "INVALID_TOOLS_PATH", 0, "/nodes/3/tools"},
 		{"unknown action in toolset", "POST", "/v1/workflows?key=a", agentYAML + ts("core.echo@1, core.nope@1"), 422, "INVALID_TOOLS_PATH", 0, "/toolsets/ops/tools/1"},
 		{"external action in toolset", "POST", "/v1/workflows?key=a", agentYAML + ts("core.http.fetch@1"), 422, "INVALID_TOOLS_PATH", 0, "/toolsets/ops/tools/0"},
-		{"blank skill", "POST", "/v1/workflows?key=a", agentYAML + "toolsets:\n  ops: {tools: [core.echo@1], skill: ' '}\n", 422, "INVALID_TOOLS_PATH", 0, "/toolsets/ops/skill"},
+		{"blank skill", "POST", "/v1/workflows?key=a", agentYAML + "toolsets:\n  ops: {tools: [core.echo@1], skill: ' ', summary: x}\n", 422, "INVALID_TOOLS_PATH", 0, "/toolsets/ops/skill"},
+		{"no summary", "POST", "/v1/workflows?key=a", agentYAML + "toolsets:\n  ops: {tools: [core.echo@1], skill: Be brief.}\n", 422, "MISSING_TOOLSET_SUMMARY", 0, "/toolsets/ops/summary"},
+		{"multi-line summary", "POST", "/v1/workflows?key=a", agentYAML + "toolsets:\n  ops: {tools: [core.echo@1], skill: Be brief., summary: \"a\\nb\"}\n", 422, "INVALID_TOOLSET_SUMMARY", 0, "/toolsets/ops/summary"},
+		{"over-long summary", "POST", "/v1/workflows?key=a", agentYAML + "toolsets:\n  ops: {tools: [core.echo@1], skill: Be brief., summary: " + strings.Repeat("s", 601) + "}\n", 422, "INVALID_TOOLSET_SUMMARY", 0, "/toolsets/ops/summary"},
 		{"draft with uncaptured path", "PUT", "/v1/workflows/exists/draft?expectedRevision=1", quickstartYAML + "tools: ../x\n", 422, "INVALID_TOOLS_PATH", 0, "/tools"},
 	}
 	for _, c := range cases {

@@ -34,6 +34,7 @@ import (
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
 )
 
 // RequiredScopes are what a service actor needs beyond the workflow's node
@@ -65,7 +66,11 @@ func refusalView(r store.Refusal) *Refusal {
 type Enqueuer struct {
 	store   *store.Store
 	starter *starter.Starter
-	log     *slog.Logger
+	// vars resolves templated schedule input: the production registry
+	// (variables.Builtin over the store), the one graph validation and
+	// activities use.
+	vars *variables.Registry
+	log  *slog.Logger
 }
 
 // NewEnqueuer returns an Enqueuer; store and starter are required.
@@ -76,7 +81,11 @@ func NewEnqueuer(st *store.Store, s *starter.Starter, logger *slog.Logger) (*Enq
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Enqueuer{store: st, starter: s, log: logger.With("component", "bridges")}, nil
+	vars, err := variables.Builtin(st)
+	if err != nil {
+		return nil, fmt.Errorf("bridges: variables: %w", err)
+	}
+	return &Enqueuer{store: st, starter: s, vars: vars, log: logger.With("component", "bridges")}, nil
 }
 
 // serviceActor is a bridge as the starter sees it.
@@ -90,6 +99,10 @@ type serviceActor struct {
 	scopes      []string
 	// toolPolicy is the bridge's tool policy as read for this firing.
 	toolPolicy []string
+	// resolve, when set, turns the input into the one the run receives,
+	// once the service actor's permissions are known (a templated
+	// schedule's input); a refusal is a *failure.Error.
+	resolve func(ctx context.Context, perms []string) (json.RawMessage, error)
 }
 
 // refusedError marks an enqueue the bridge refused (and recorded) rather
@@ -133,6 +146,8 @@ func (e *Enqueuer) enqueue(ctx context.Context, a serviceActor, input json.RawMe
 			WithDetails(map[string]any{"missing": missing})
 	} else if enqErr = e.firingPolicyError(ctx, a, perms); enqErr != nil {
 		// a refusal (recorded below), or a catalog read to retry
+	} else if input, enqErr = e.resolvedInput(ctx, a, perms, input); enqErr != nil {
+		// a refusal (recorded below), or a source failure to retry
 	} else {
 		acc, enqErr = e.starter.Enqueue(ctx, starter.Request{
 			WorkflowKey:    a.workflowKey,
@@ -160,6 +175,15 @@ func (e *Enqueuer) enqueue(ctx context.Context, a serviceActor, input json.RawMe
 	e.log.Warn("bridge firing refused", "kind", a.kind, "id", a.id, "tenant", a.tenantID,
 		"firingKey", firingKey, "code", fe.Code, "message", fe.Message)
 	return starter.Accepted{}, &refusedError{fe: fe}
+}
+
+// resolvedInput is the input the run receives: input itself, or for a
+// templated schedule the result of a.resolve.
+func (e *Enqueuer) resolvedInput(ctx context.Context, a serviceActor, perms []string, input json.RawMessage) (json.RawMessage, error) {
+	if a.resolve == nil {
+		return input, nil
+	}
+	return a.resolve(ctx, perms)
 }
 
 // nonNilList keeps a service actor's policy a list even when empty: an

@@ -98,10 +98,13 @@ func New(d Deps) (*Service, error) {
 // ScheduleRequest is what a user asks to schedule. Exactly one of Cron and
 // Every is set.
 type ScheduleRequest struct {
-	Cron   string
-	Every  string
-	Input  json.RawMessage
-	Paused bool
+	Cron  string
+	Every string
+	Input json.RawMessage
+	// Bindings are explicit record bindings of the input's templates
+	// (e.g. {"agentId": "triage"} for {{ agent.name }}).
+	Bindings map[string]string
+	Paused   bool
 	// ToolPolicy lists the tools (actionId@version) the schedule's runs'
 	// agents may be offered; nil or empty offers none.
 	ToolPolicy []string
@@ -109,11 +112,18 @@ type ScheduleRequest struct {
 
 // ScheduleView is a schedule as the API shows it.
 type ScheduleView struct {
-	ScheduleID  string          `json:"scheduleId"`
-	WorkflowKey string          `json:"workflowKey"`
-	Cron        string          `json:"cron,omitempty"`
-	Every       string          `json:"every,omitempty"`
-	Input       json.RawMessage `json:"input"`
+	ScheduleID  string `json:"scheduleId"`
+	WorkflowKey string `json:"workflowKey"`
+	Cron        string `json:"cron,omitempty"`
+	Every       string `json:"every,omitempty"`
+	// Input is the input of every firing as written: with templates, raw
+	// (each firing's run receives it resolved).
+	Input json.RawMessage `json:"input"`
+	// Bindings are the explicit record bindings of the input's templates.
+	Bindings map[string]string `json:"bindings"`
+	// Templated is set when the input holds {{ }} templates resolved at
+	// every firing.
+	Templated bool `json:"templated"`
 	// Paused is Temporal's live state when it answered, else the state the
 	// schedule was created in.
 	Paused    bool      `json:"paused"`
@@ -217,11 +227,20 @@ func (s *Service) CreateSchedule(ctx context.Context, creator auth.Principal, wo
 	if err != nil {
 		return ScheduleView{}, err
 	}
+	scopes, err := s.creatorScopesNow(ctx, creator)
+	if err != nil {
+		return ScheduleView{}, err
+	}
+	templated, err := checkInputTemplates(s.vars, scopes, input, req.Bindings)
+	if err != nil {
+		return ScheduleView{}, err
+	}
 	id := newID(schedulePrefix)
 	row, err := s.store.CreateSchedule(ctx, store.Schedule{
 		TenantID: creator.Tenant, ScheduleID: id, WorkflowKey: workflowKey, Spec: spec, Input: input,
 		Paused: req.Paused, CreatedBy: creator.Sub, TenantName: creator.TenantName, Scopes: creator.Scopes,
 		TemporalScheduleID: TemporalScheduleID(creator.Tenant, id), ToolPolicy: policy,
+		InputBindings: req.Bindings, InputTemplated: templated,
 	})
 	if err != nil {
 		return ScheduleView{}, notFoundAs(err, "workflow %q not found", workflowKey)
@@ -267,7 +286,8 @@ func (s *Service) CreateSchedule(ctx context.Context, creator auth.Principal, wo
 func scheduleView(r store.Schedule) ScheduleView {
 	return ScheduleView{
 		ScheduleID: r.ScheduleID, WorkflowKey: r.WorkflowKey, Cron: r.Spec.Cron, Every: r.Spec.Every,
-		Input: r.Input, Paused: r.Paused, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
+		Input: r.Input, Bindings: r.InputBindings, Templated: r.InputTemplated,
+		Paused: r.Paused, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
 		Actor:          ServiceActorView{Kind: "service", Sub: store.BridgeSchedule + ":" + r.ScheduleID, ConfiguredBy: r.CreatedBy},
 		ToolPolicyView: scheduleToolPolicy(r),
 		Temporal:       ScheduleTemporalState{ScheduleID: r.TemporalScheduleID},
@@ -445,6 +465,25 @@ func FiringKey(scheduleID string, scheduledAt time.Time) string {
 	return scheduleID + "@" + scheduledAt.UTC().Format(time.RFC3339)
 }
 
+// firingInput is the input one firing of a templated schedule's run
+// receives: the one stored with the firing when an earlier execution of
+// it resolved it already, else its templates resolved now as the service
+// actor and stored before the enqueue.
+func (e *Enqueuer) firingInput(ctx context.Context, a serviceActor, row store.Schedule, key string, scheduledAt time.Time, perms []string) (json.RawMessage, error) {
+	stored, found, err := e.store.ScheduleFiringInput(ctx, row.TenantID, row.ScheduleID, key)
+	if err != nil || found {
+		return stored, err
+	}
+	resolved, err := resolveInput(ctx, e.vars, a, scheduledAt, perms, row.Input, row.InputBindings)
+	if err != nil {
+		return nil, err
+	}
+	if len(resolved) > starter.MaxInputBytes {
+		return nil, failure.New(failure.CodeDocumentTooLarge, "the resolved input exceeds %d bytes", starter.MaxInputBytes)
+	}
+	return e.store.SaveScheduleFiringInput(ctx, row.TenantID, row.ScheduleID, key, resolved)
+}
+
 // FireSchedule enqueues one firing of a schedule as its service actor. A
 // deleted schedule is skipped; a refusal is recorded and returned in the
 // result (not as an error: retrying cannot change it); any other error is
@@ -463,10 +502,16 @@ func (e *Enqueuer) FireSchedule(ctx context.Context, tenantID, scheduleID string
 		return FireResult{Skipped: "schedule deleted"}, nil
 	}
 	key := FiringKey(scheduleID, scheduledAt)
-	acc, err := e.enqueue(ctx, serviceActor{
+	a := serviceActor{
 		kind: store.BridgeSchedule, id: row.ScheduleID, tenantID: row.TenantID, tenantName: row.TenantName,
 		workflowKey: row.WorkflowKey, createdBy: row.CreatedBy, scopes: row.Scopes, toolPolicy: row.ToolPolicy,
-	}, row.Input, key)
+	}
+	if row.InputTemplated {
+		a.resolve = func(ctx context.Context, perms []string) (json.RawMessage, error) {
+			return e.firingInput(ctx, a, row, key, scheduledAt, perms)
+		}
+	}
+	acc, err := e.enqueue(ctx, a, row.Input, key)
 	var refused *refusedError
 	if errors.As(err, &refused) {
 		r := &Refusal{At: time.Now().UTC(), FiringKey: key, Code: refused.fe.Code, Message: refused.fe.Message}

@@ -21,6 +21,15 @@ type AgentSource interface {
 	AgentContracts(ctx context.Context, tenantID string, refs []graph.AgentRef) ([]graph.AgentContract, error)
 }
 
+// SkillSource loads the tenant skill revisions agent revisions list
+// (store.Store implements it). Without one, an agent listing skills is
+// refused (MISSING_DEPENDENCY).
+type SkillSource interface {
+	// SkillContracts returns those refs that exist for the tenant,
+	// archived ones marked Archived; missing refs are absent.
+	SkillContracts(ctx context.Context, tenantID string, refs []graph.SkillRef) ([]graph.SkillContract, error)
+}
+
 // ActionSource lists the action contracts workers published to the catalog
 // (store.Store implements it), so actions registered in Go beyond the
 // built-ins resolve at publication.
@@ -37,6 +46,9 @@ type Resolver struct {
 	// Agents, when set, resolves agent revisions (store.Store). Nil
 	// resolves no agent: every agent reference is MISSING_DEPENDENCY.
 	Agents AgentSource
+	// Skills, when set, resolves the tenant skill revisions the agents list
+	// (store.Store). Nil resolves none.
+	Skills SkillSource
 	// Actions, when set, adds the published action contracts to the
 	// built-in ones (a published contract replaces the built-in of the same
 	// id@version; workers refuse to publish a different one). Nil resolves
@@ -66,6 +78,7 @@ type Resolver struct {
 type Store interface {
 	AgentSource
 	ActionSource
+	SkillSource
 }
 
 // NewResolver is the production resolver: built-in and published actions,
@@ -73,7 +86,7 @@ type Store interface {
 // (UNKNOWN_VARIABLE, and the scopes templates need). The API and the starter
 // both use it, so a draft simulates exactly as it would publish.
 func NewResolver(st Store, vars *variables.Registry) *Resolver {
-	r := &Resolver{Agents: st, Actions: st, Compiler: graph.NewCompiler(graph.CompilerConfig{})}
+	r := &Resolver{Agents: st, Actions: st, Skills: st, Compiler: graph.NewCompiler(graph.CompilerConfig{})}
 	if vars != nil {
 		r.Templates = graphcheck.New(vars)
 		r.Variables = vars
@@ -111,7 +124,8 @@ func (r *Resolver) Options() graph.Options {
 
 // Catalog returns the snapshot doc is validated against for tenantID: the
 // built-in action contracts (plus the published ones when an ActionSource
-// is set) and the agent revisions doc references that the AgentSource knows.
+// is set), the agent revisions doc references that the AgentSource knows,
+// and the skill revisions those agents list that the SkillSource knows.
 func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Document) (graph.Catalog, error) {
 	actions := BuiltinContracts()
 	if r != nil && r.Actions != nil {
@@ -133,7 +147,15 @@ func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Docu
 			r.addInstructionScopes(agents)
 		}
 	}
-	return graph.NewStaticCatalog(actions, agents), nil
+	cat := graph.NewStaticCatalog(actions, agents)
+	if refs := graph.SkillRefs(agents); len(refs) > 0 && r.Skills != nil {
+		skills, err := r.Skills.SkillContracts(ctx, tenantID, refs)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: resolve skills: %w", err)
+		}
+		cat.WithSkills(skills)
+	}
+	return cat, nil
 }
 
 // addInstructionScopes adds to each agent contract the scopes of the

@@ -269,6 +269,7 @@ type DryRun struct {
 	DraftRevision int           `json:"draftRevision"`
 	Valid         bool          `json:"valid"`
 	Issues        []graph.Issue `json:"issues"`
+	Warnings      []graph.Issue `json:"warnings"`
 	Order         []string      `json:"order"`
 	Permissions   []string      `json:"permissions"`
 	Checksum      string        `json:"checksum"`
@@ -291,6 +292,9 @@ type Published struct {
 	Revision      int    `json:"revision"`
 	Checksum      string `json:"checksum"`
 	DraftRevision int    `json:"draftRevision"`
+	// Warnings ask for what the revision lacks but runs without (a toolset
+	// summary: MISSING_TOOLSET_SUMMARY).
+	Warnings []graph.Issue `json:"warnings"`
 	// Created is false when the content was already the latest revision.
 	Created bool `json:"-"`
 }
@@ -428,11 +432,6 @@ type Run struct {
 // StatusThrottled is the status of a run waiting for a slot under its limits.
 const StatusThrottled = "throttled"
 
-// Terminal reports whether status is a final run status.
-func Terminal(status string) bool {
-	return status == "succeeded" || status == "failed" || status == "cancelled"
-}
-
 // GetRun reads one run with its node states.
 func (c *Client) GetRun(ctx context.Context, id string) (Run, error) {
 	var out Run
@@ -504,6 +503,24 @@ func (c *Client) Events(ctx context.Context, id, cursor string, limit int) (Even
 	q := pageQuery(cursor, limit)
 	var out EventPage
 	err := c.doJSON(ctx, http.MethodGet, runPath(id, "events"), q, nil, &out)
+	return out, err
+}
+
+// Verification answers GET /v1/runs/{id}/verify.
+type Verification struct {
+	RunID  string `json:"runId"`
+	Intact bool   `json:"intact"`
+	Events int64  `json:"events"`
+	// FirstBrokenSeq and Reason name the first break; nil and "" when intact.
+	FirstBrokenSeq *int64 `json:"firstBrokenSeq,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// VerifyRun asks the server to recompute run id's event hash chain. A run
+// whose events retention deleted is an *Error with code EVENTS_DELETED.
+func (c *Client) VerifyRun(ctx context.Context, id string) (Verification, error) {
+	var out Verification
+	err := c.doJSON(ctx, http.MethodGet, runPath(id, "verify"), nil, nil, &out)
 	return out, err
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
 
@@ -131,7 +132,7 @@ func TestEventFollowerReturnsEachEventOnce(t *testing.T) {
 	require.Len(t, second, 1)
 	require.Equal(t, "run.succeeded", second[0].Type)
 	require.Equal(t, []string{"", "c2", "c2"}, cursors)
-	require.True(t, Terminal(strings.TrimPrefix("run.succeeded", "run.")))
+	require.True(t, execution.Terminal(strings.TrimPrefix("run.succeeded", "run.")))
 }
 
 func TestRevocationRequests(t *testing.T) {

@@ -54,6 +54,16 @@ type Config struct {
 	WebhookKey string
 	// EventRetentionDays deletes events of runs closed longer ago; 0 keeps them forever.
 	EventRetentionDays int
+	// RunRetentionDays deletes runs closed longer ago (WEFT_RUN_RETENTION_DAYS)
+	// with their events, transcripts, claim-checked values and ledger
+	// entries; their idempotency bindings are kept at least as long as the
+	// Temporal namespace's retention. 0 keeps runs forever.
+	RunRetentionDays int
+	// ProviderProbeTTL is how long a model provider's readiness probe is
+	// trusted before the next one (WEFT_PROVIDER_PROBE_TTL, default 15s):
+	// /readyz reports it, and an agent node whose provider is known down
+	// stops at once with PROVIDER_UNAVAILABLE.
+	ProviderProbeTTL time.Duration
 	// MetricsAddr is where `weft worker` serves GET /metrics
 	// (WEFT_METRICS_ADDR; empty serves none). `weft api` and `weft dev`
 	// serve /metrics on the API address.
@@ -81,6 +91,9 @@ type Config struct {
 
 // DefaultWorkerDrain is WorkerDrain's default.
 const DefaultWorkerDrain = 25 * time.Second
+
+// DefaultProviderProbeTTL is ProviderProbeTTL's default.
+const DefaultProviderProbeTTL = 15 * time.Second
 
 // FromEnv reads the configuration with defaults. getenv is os.Getenv in main
 // and a map lookup in tests.
@@ -121,6 +134,18 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.EventRetentionDays, err = intEnv(get, "WEFT_EVENT_RETENTION_DAYS", 0); err != nil {
 		return Config{}, err
+	}
+	if c.RunRetentionDays, err = intEnv(get, "WEFT_RUN_RETENTION_DAYS", 0); err != nil {
+		return Config{}, err
+	}
+	if c.EventRetentionDays < 0 || c.RunRetentionDays < 0 {
+		return Config{}, errors.New("config: WEFT_EVENT_RETENTION_DAYS and WEFT_RUN_RETENTION_DAYS must not be negative")
+	}
+	if c.ProviderProbeTTL, err = durationEnv(get, "WEFT_PROVIDER_PROBE_TTL", DefaultProviderProbeTTL); err != nil {
+		return Config{}, err
+	}
+	if c.ProviderProbeTTL < time.Second {
+		return Config{}, fmt.Errorf("config: WEFT_PROVIDER_PROBE_TTL must be at least 1s, got %s", c.ProviderProbeTTL)
 	}
 	d := graph.DefaultHistoryBudget
 	if c.History.MaxEvents, err = intEnv(get, "WEFT_HISTORY_MAX_EVENTS", d.MaxEvents); err != nil {

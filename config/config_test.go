@@ -49,12 +49,16 @@ func TestOverridesAndRefusals(t *testing.T) {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
 	for name, m := range map[string]map[string]string{
-		"bad port":              {"WEFT_TEMPORAL_PORT": "seven"},
-		"negative":              {"WEFT_EVENT_RETENTION_DAYS": "-1"},
-		"tls cert alone":        {"TEMPORAL_TLS_CERT": "/c.pem"},
-		"suggest above max":     {"WEFT_HISTORY_MAX_EVENTS": "1000", "WEFT_HISTORY_SUGGEST_CONTINUE_AS_NEW_AT": "1000"},
-		"no pending activities": {"WEFT_HISTORY_MAX_PENDING_ACTIVITIES": "0"},
-		"history not a number":  {"WEFT_HISTORY_MAX_EVENTS": "lots"},
+		"bad port":               {"WEFT_TEMPORAL_PORT": "seven"},
+		"negative":               {"WEFT_EVENT_RETENTION_DAYS": "-1"},
+		"tls cert alone":         {"TEMPORAL_TLS_CERT": "/c.pem"},
+		"suggest above max":      {"WEFT_HISTORY_MAX_EVENTS": "1000", "WEFT_HISTORY_SUGGEST_CONTINUE_AS_NEW_AT": "1000"},
+		"no pending activities":  {"WEFT_HISTORY_MAX_PENDING_ACTIVITIES": "0"},
+		"history not a number":   {"WEFT_HISTORY_MAX_EVENTS": "lots"},
+		"negative run retention": {"WEFT_RUN_RETENTION_DAYS": "-3"},
+		"run retention not int":  {"WEFT_RUN_RETENTION_DAYS": "a month"},
+		"probe ttl too short":    {"WEFT_PROVIDER_PROBE_TTL": "10ms"},
+		"probe ttl not duration": {"WEFT_PROVIDER_PROBE_TTL": "15"},
 	} {
 		if _, err := FromEnv(env(m)); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -115,5 +119,22 @@ func TestDurabilitySettings(t *testing.T) {
 		if _, err := FromEnv(env(m)); err == nil {
 			t.Fatalf("%s: accepted", name)
 		}
+	}
+}
+
+func TestRetentionAndProbeSettings(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RunRetentionDays != 0 || c.EventRetentionDays != 0 || c.ProviderProbeTTL != DefaultProviderProbeTTL {
+		t.Fatalf("defaults: runs %d, events %d, probe ttl %s", c.RunRetentionDays, c.EventRetentionDays, c.ProviderProbeTTL)
+	}
+	c, err = FromEnv(env(map[string]string{"WEFT_RUN_RETENTION_DAYS": "90", "WEFT_EVENT_RETENTION_DAYS": "30", "WEFT_PROVIDER_PROBE_TTL": "1m"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RunRetentionDays != 90 || c.EventRetentionDays != 30 || c.ProviderProbeTTL != time.Minute {
+		t.Fatalf("overrides: %+v", c)
 	}
 }

@@ -135,6 +135,9 @@ func TestComposeTemporalMatchesDevServer(t *testing.T) {
 	if !persisted {
 		t.Errorf("the SQLite file %s is not on a volume: %v", cmd[db+1], tmp.Volumes)
 	}
+	if pragmas := devserver.PragmaArgs(); !containsRun(cmd, pragmas) {
+		t.Errorf("temporal lacks the SQLite pragmas of weft dev %v: %v", pragmas, cmd)
+	}
 
 	ui := service(t, p, "temporal-ui")
 	if got := env(t, ui, "TEMPORAL_ADDRESS"); got != "temporal:7233" {

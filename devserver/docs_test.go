@@ -24,7 +24,7 @@ func TestREADMEDocumentsSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := regexp.MustCompile(`get\("([A-Z][A-Z0-9_]+)"|intEnv\(get, "([A-Z][A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1)
+	vars := regexp.MustCompile(`get\("([A-Z][A-Z0-9_]+)"|(?:intEnv|durationEnv)\(get, "([A-Z][A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1)
 	if len(vars) < 10 {
 		t.Fatalf("found only %d variables in config.go; has its shape changed?", len(vars))
 	}
@@ -32,6 +32,11 @@ func TestREADMEDocumentsSettings(t *testing.T) {
 		name := m[1] + m[2]
 		if !strings.Contains(string(readme), "`"+name+"`") {
 			t.Errorf("README does not document %s", name)
+		}
+	}
+	for _, s := range devserver.SQLitePragmas {
+		if !strings.Contains(string(readme), "--sqlite-pragma "+s.Key+"="+s.Value) {
+			t.Errorf("README does not document the dev server pragma %s=%s", s.Key, s.Value)
 		}
 	}
 	for _, s := range devserver.DynamicConfig {

@@ -56,12 +56,15 @@ func Args(o Options) []string {
 	args := []string{
 		"server", "start-dev",
 		"--db-filename", DBFile(o.DataDir),
+	}
+	args = append(args, PragmaArgs()...)
+	args = append(args,
 		"--ip", "127.0.0.1",
 		"--port", strconv.Itoa(o.Port),
 		"--ui-port", strconv.Itoa(o.UIPort),
 		"--log-level", "warn",
 		"--log-format", "json",
-	}
+	)
 	if o.Namespace != "" && o.Namespace != "default" {
 		args = append(args, "--namespace", o.Namespace)
 	}

@@ -34,6 +34,7 @@ func TestArgs(t *testing.T) {
 	joined := strings.Join(args, " ")
 	for _, want := range []string{
 		"server start-dev", "--db-filename /d/temporal.db", "--port 7300", "--ui-port 8300",
+		"--sqlite-pragma journal_mode=wal", "--sqlite-pragma synchronous=normal",
 		"--namespace team", "--log-level warn",
 		"--dynamic-config-value history.transferProcessorMaxPollRPS=10000",
 		"--search-attribute WeftRevision=Int",

@@ -43,6 +43,26 @@ var DynamicConfig = []Setting{
 	},
 }
 
+// SQLitePragmas are set on the dev server's SQLite file (--sqlite-pragma)
+// whenever it keeps state on disk (weft dev, docker-compose.yml). Measured
+// on a 2-core machine: the file alone made a hand-written 10-activity
+// chain ~2x slower than the same server in memory (267 vs 138 ms); with
+// these it ran 141 ms. A process crash loses nothing; an OS crash or power
+// loss may lose the last transactions (synchronous=normal in WAL mode).
+var SQLitePragmas = []Setting{
+	{Key: "journal_mode", Value: "wal", Why: "a write-ahead log: a commit appends instead of rewriting pages through a rollback journal"},
+	{Key: "synchronous", Value: "normal", Why: "sync the log at checkpoints, not at every commit; safe from process crashes, not from OS crashes"},
+}
+
+// PragmaArgs returns the --sqlite-pragma flags of SQLitePragmas.
+func PragmaArgs() []string {
+	args := make([]string, 0, 2*len(SQLitePragmas))
+	for _, s := range SQLitePragmas {
+		args = append(args, "--sqlite-pragma", s.Key+"="+s.Value)
+	}
+	return args
+}
+
 // Setting is one dynamic-config value with the reason weft sets it.
 type Setting struct {
 	Key   string

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -210,6 +211,7 @@ func (e *env) verifyDrill(ids []string, noteNodes ...string) drillOutcome {
 	var out drillOutcome
 	for i, id := range ids {
 		require.Equal(e.t, execution.StatusSucceeded, views[i].Status, "run %s: %v", id, e.eventTypes(id))
+		require.NotEmpty(e.t, views[i].Temporal.RunID, "run %s: the interpreter's first append records its run id", id)
 		e.checkChain(id)
 		for _, ev := range e.events(id) {
 			switch ev.Type {
@@ -460,4 +462,84 @@ func (e *env) waitActivityFailure(runID, typ string) {
 		}
 		return false
 	}, 60*time.Second, 100*time.Millisecond, "run %s: no activity failed with %s", runID, typ)
+}
+
+// betweenGraph: an echo, the node whose worker dies just after answering,
+// then an echo and a business write. The interpreter's events of the
+// workflow task after "die" (its completion, the edge, b's start) exist
+// only in its buffer until b carries them to the log.
+const betweenGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "a", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
+    {"id": "die", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "drill.dieAfterReply", "version": 1},
+     "mapping": {"ms": {"pointer": "/in/ms"}}},
+    {"id": "b", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
+    {"id": "save", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "workspace.notes.write", "version": 1},
+     "mapping": {"title": {"literal": "between"}, "body": {"pointer": "/in"}}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "a.in"}, {"from": "a.out", "to": "die.in"}, {"from": "die.out", "to": "b.in"},
+    {"from": "b.out", "to": "save.in"}, {"from": "save.out", "to": "out.in"}]
+}`
+
+// The worker is killed between an attempt's completion and the append of
+// the events that follow it (at three delays after the attempt answered,
+// so the kill lands before, during and after the next workflow task): the
+// run completes and its log holds every event exactly once — each
+// transition once, the chain intact and gapless.
+func TestDrillWorkerKilledBetweenCompletionAndAppend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.spawnWorker() // publishes the drill actions
+	first.kill(syscall.SIGTERM, 30*time.Second)
+	e.publish("between", betweenGraph)
+	for _, ms := range []int{0, 15, 60} {
+		marker := filepath.Join(t.TempDir(), "died")
+		w := e.spawnWorker(dieMarkerEnv + "=" + marker)
+		id := e.run("between", map[string]any{"ms": ms})
+		select { // the worker kills itself after "die" answers
+		case <-w.exited:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("delay %d ms: the worker did not die: %v", ms, e.eventTypes(id))
+		}
+		next := e.spawnWorker(dieMarkerEnv + "=" + marker) // the marker exists: this one lives
+		v := e.wait(id, 2*time.Minute)
+		require.Equal(t, execution.StatusSucceeded, v.Status, "delay %d ms: %v", ms, e.eventTypes(id))
+		e.checkChain(id)
+		seen := map[string]int{}
+		for _, ev := range e.events(id) {
+			var d execution.EventData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			switch ev.Type {
+			case execution.EventNodeAttemptLeaseLost, execution.EventNodeAttemptInfraRetry:
+				continue // recovery evidence may repeat per re-dispatch
+			}
+			seen[fmt.Sprintf("%s %s#%d %s>%s", ev.Type, ev.NodeID, ev.Attempt, d.From, d.To)]++
+		}
+		for k, n := range seen {
+			require.Equal(t, 1, n, "delay %d ms: %q appears %d times", ms, k, n)
+		}
+		for _, node := range []string{"in", "a", "die", "b", "save", "out"} {
+			require.Equal(t, 1, seen[fmt.Sprintf("%s %s#1 >", execution.EventNodeCompleted, node)], "delay %d ms: %s completed once", ms, node)
+		}
+		e.requireNotesOnceFor(id, "save")
+		next.kill(syscall.SIGTERM, 30*time.Second)
+	}
+}
+
+// requireNotesOnceFor: run id wrote exactly one note from node.
+func (e *env) requireNotesOnceFor(id, node string) {
+	e.t.Helper()
+	res := e.do(http.MethodGet, "/v1/notes?limit=200", e.token, nil)
+	require.Equal(e.t, http.StatusOK, res.Status, "%s", res.Body)
+	n := 0
+	for _, v := range res.JSON(e.t)["notes"].([]any) {
+		note := v.(map[string]any)
+		if note["runId"] == id && note["nodeId"] == node {
+			n++
+		}
+	}
+	require.Equal(e.t, 1, n, "notes of run %s node %s", id, node)
 }

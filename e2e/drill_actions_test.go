@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"syscall"
+	"time"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
@@ -49,5 +52,40 @@ func drillActions(st *store.Store) []catalog.Action {
 		note.Input, _ = json.Marshal(map[string]any{"title": in.Title, "body": in.Body})
 		return write(ctx, note)
 	}
-	return []catalog.Action{{Contract: slowNoteV1, Handler: slowNote}}
+	return []catalog.Action{{Contract: slowNoteV1, Handler: slowNote}, {Contract: dieAfterReplyV1, Handler: dieAfterReply}}
+}
+
+// dieAfterReplyV1 answers its input, then — when the marker file
+// WEFT_E2E_DIE_MARKER names does not exist yet — creates it and SIGKILLs
+// its own worker process ms after answering: the drill of a worker lost
+// between an attempt's completion and the append of what follows it.
+var dieAfterReplyV1 = graph.ActionContract{
+	ID: "drill.dieAfterReply", Version: 1, Risk: graph.RiskRead,
+	Description:  "Returns its input, then kills its worker once (the crash drills).",
+	InputSchema:  json.RawMessage(`{"type":"object","required":["ms"],"properties":{"ms":{"type":"integer"}}}`),
+	OutputSchema: json.RawMessage(`{}`),
+	TimeoutMs:    10000, Idempotency: catalog.IdempotencyNone,
+	RequiredPermissions: []string{},
+}
+
+// dieMarkerEnv names the marker file of dieAfterReplyV1.
+const dieMarkerEnv = "WEFT_E2E_DIE_MARKER"
+
+func dieAfterReply(_ context.Context, call catalog.Call) (json.RawMessage, error) {
+	var in struct {
+		Ms int64 `json:"ms"`
+	}
+	if err := json.Unmarshal(call.Input, &in); err != nil {
+		return nil, err
+	}
+	if marker := os.Getenv(dieMarkerEnv); marker != "" {
+		if f, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			_ = f.Close()
+			go func() {
+				time.Sleep(time.Duration(in.Ms) * time.Millisecond)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}()
+		}
+	}
+	return call.Input, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/starter"
@@ -280,7 +281,7 @@ func (e *env) wait(id string, timeout time.Duration) runView {
 	deadline := time.Now().Add(timeout)
 	for {
 		v := e.getRun(id)
-		if starter.Terminal(v.Status) {
+		if execution.Terminal(v.Status) {
 			return v
 		}
 		if time.Now().After(deadline) {

@@ -71,6 +71,16 @@ const (
 	StatusCancelled = "cancelled"
 )
 
+// Terminal reports whether a run status is final: succeeded, failed or
+// cancelled.
+func Terminal(status string) bool {
+	switch status {
+	case StatusSucceeded, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
+
 // Search attribute names registered on the Temporal namespace.
 const (
 	SearchAttrTenant      = "WeftTenant"      // Keyword
@@ -225,6 +235,20 @@ type NodeInput struct {
 	// an infrastructure fault (0 for its first dispatch). Side effects key
 	// on (tenant, run, node) regardless.
 	Redispatch int `json:"redispatch,omitempty"`
+	// Events are interpreter events not yet known to be in the log, which
+	// the activity appends before it runs the node (the interpreter's
+	// buffer riding along instead of a flush of its own).
+	Events *EventBatch `json:"events,omitempty"`
+}
+
+// EventBatch is the interpreter's buffer as an activity carries it: events
+// in ordinal order (appending them again is harmless: keys), the run update
+// that goes with them, and the ordinal of the last one, which the activity
+// reports back (NodeResult.EventsThrough) once they are appended.
+type EventBatch struct {
+	Events  []EventDraft `json:"events,omitempty"`
+	Run     *RunUpdate   `json:"run,omitempty"`
+	Through int          `json:"through"`
 }
 
 // NodeResult is what a node activity returns.
@@ -234,6 +258,9 @@ type NodeResult struct {
 	Value Value  `json:"value"`
 	// DurationMs is a simulated duration (fixtures) the virtual clock advances by.
 	DurationMs int64 `json:"durationMs,omitempty"`
+	// EventsThrough echoes NodeInput.Events.Through: the carried events
+	// are in the log, through that ordinal.
+	EventsThrough int `json:"eventsThrough,omitempty"`
 }
 
 // Event types (schemaVersion 1).
@@ -291,9 +318,13 @@ type EventDraft struct {
 
 // RunUpdate is a run-row projection applied in the same transaction as an append.
 type RunUpdate struct {
-	Status string    `json:"status"`
-	Output *Value    `json:"output,omitempty"`
-	Error  *RunError `json:"error,omitempty"`
+	Status string `json:"status"`
+	// TemporalRunID is the interpreter's own Temporal run id, sent with the
+	// move to running: the row keeps the first one (continue-as-new changes
+	// it; the workflow id is what operations address).
+	TemporalRunID string    `json:"temporalRunId,omitempty"`
+	Output        *Value    `json:"output,omitempty"`
+	Error         *RunError `json:"error,omitempty"`
 }
 
 // RunError is a run's terminal error.

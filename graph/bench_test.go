@@ -103,24 +103,6 @@ func BenchmarkDecode200(b *testing.B) {
 	cpu.report(b)
 }
 
-// BenchmarkDecodeChecked200 is Decode's checking path on the same document
-// (what Decode did for every document before its one-pass path).
-func BenchmarkDecodeChecked200(b *testing.B) {
-	data, err := json.Marshal(genGraph(66, 3))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	cpu := startCPU()
-	for b.Loop() {
-		if _, err := decodeChecked(data); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cpu.report(b)
-}
-
 // BenchmarkUnmarshal200 is the plain-library baseline: json.Unmarshal of the
 // same document into a Document, with none of Decode's strictness.
 func BenchmarkUnmarshal200(b *testing.B) {

@@ -3,6 +3,7 @@ package graph
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 type StaticCatalog struct {
 	actions map[ActionRef]ActionContract
 	agents  map[AgentRef]AgentContract
+	skills  map[SkillRef]SkillContract
 }
 
 // NewStaticCatalog builds a catalog from contracts. A later contract with the
@@ -30,6 +32,28 @@ func NewStaticCatalog(actions []ActionContract, agents []AgentContract) *StaticC
 		c.agents[AgentRef{Key: a.Key, Revision: a.Revision}] = a
 	}
 	return c
+}
+
+// WithSkills adds skill revisions to the catalog (a later one with the
+// same key@revision replaces an earlier one) and returns it. Call it while
+// building the catalog, before it is shared.
+func (c *StaticCatalog) WithSkills(skills []SkillContract) *StaticCatalog {
+	if c.skills == nil {
+		c.skills = make(map[SkillRef]SkillContract, len(skills))
+	}
+	for _, s := range skills {
+		c.skills[SkillRef{Key: s.Key, Revision: s.Revision}] = s
+	}
+	return c
+}
+
+// Skill implements Catalog.
+func (c *StaticCatalog) Skill(key string, revision int) (SkillContract, bool) {
+	if c == nil {
+		return SkillContract{}, false
+	}
+	s, ok := c.skills[SkillRef{Key: key, Revision: revision}]
+	return s, ok
 }
 
 // Action implements Catalog.
@@ -56,10 +80,29 @@ type emptyCatalog struct{}
 
 func (emptyCatalog) Action(string, int) (ActionContract, bool) { return ActionContract{}, false }
 func (emptyCatalog) Agent(string, int) (AgentContract, bool)   { return AgentContract{}, false }
+func (emptyCatalog) Skill(string, int) (SkillContract, bool)   { return SkillContract{}, false }
 
 // String renders an action reference as "id@version", the form toolsets and
 // agents' allowed tools use.
 func (r ActionRef) String() string { return r.ID + "@" + strconv.Itoa(r.Version) }
+
+// String renders a skill reference as "key@revision".
+func (r SkillRef) String() string { return r.Key + "@" + strconv.Itoa(r.Revision) }
+
+// SkillRefs lists the distinct skill revisions the agent contracts list,
+// sorted, so a caller can load exactly those into a StaticCatalog.
+func SkillRefs(agents []AgentContract) []SkillRef {
+	out := []SkillRef{}
+	for _, a := range agents {
+		for _, s := range a.Skills {
+			out = append(out, SkillRef{Key: s.Key, Revision: s.Revision})
+		}
+	}
+	slices.SortFunc(out, func(a, b SkillRef) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Revision, b.Revision))
+	})
+	return slices.Compact(out)
+}
 
 // String renders an agent reference as "key@revision".
 func (r AgentRef) String() string { return r.Key + "@" + strconv.Itoa(r.Revision) }
@@ -96,7 +139,7 @@ func References(doc *Document) (actions []ActionRef, agents []AgentRef) {
 			agents = append(agents, *n.Agent)
 		}
 	}
-	for _, name := range sortedKeys(doc.Toolsets) {
+	for _, name := range slices.Sorted(maps.Keys(doc.Toolsets)) {
 		for _, t := range doc.Toolsets[name].Tools {
 			if r, err := ParseActionRef(t); err == nil {
 				actions = append(actions, r)

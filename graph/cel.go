@@ -2,12 +2,14 @@ package graph
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // This file is the one cel/v1 environment. Validation and the gate activity
@@ -35,9 +37,9 @@ func newCELEnv() (*cel.Env, error) {
 }
 
 // Compiler holds what validation and compilation can reuse between calls:
-// the cel/v1 environment, and bounded caches of the outcome of type-checking
-// a gate expression and of compiling a JSON Schema, keyed by their exact
-// text. Both outcomes are pure functions of that text (the environment and
+// the cel/v1 environment, and LRU caches of the outcome of type-checking a
+// gate expression and of compiling a JSON Schema, keyed by the sha256 of
+// their exact text (so a cache's size is bounded by its entries alone). Both outcomes are pure functions of that text (the environment and
 // the schema loader are fixed), so a cached answer is the answer a fresh
 // check would give. A process should hold one Compiler and pass it in
 // Options.Compiler to every ValidateWith, DryRunWith and CompileWith; the
@@ -48,29 +50,22 @@ type Compiler struct {
 	envErr error
 	// gates maps an expression to "" (it type-checks) or the user-facing
 	// reason it does not; schemas does the same for a JSON Schema's bytes.
-	gates   *boundedCache
-	schemas *boundedCache
+	// Both are nil when caching is off.
+	gates   *lru.Cache[[sha256.Size]byte, string]
+	schemas *lru.Cache[[sha256.Size]byte, string]
 }
 
 // CompilerConfig bounds a Compiler's caches. The zero value is the defaults.
 type CompilerConfig struct {
 	// CacheEntries bounds the expressions and the schemas remembered (each
-	// cache separately). 0 means DefaultCompilerCacheEntries; a negative
-	// value disables caching.
+	// cache separately; an entry is a hash and a short message). 0 means
+	// DefaultCompilerCacheEntries; a negative value disables caching.
 	CacheEntries int
-	// CacheBytes bounds the total length of the remembered expression texts
-	// and, separately, schema texts (keys are kept; outcomes are a short
-	// message). 0 means DefaultCompilerCacheBytes. A text longer than half
-	// of it is never cached.
-	CacheBytes int
 }
 
-// Default Compiler cache bounds: enough for the gates and schemas of many
+// DefaultCompilerCacheEntries is enough for the gates and schemas of many
 // limit-sized graphs, a few MiB at most.
-const (
-	DefaultCompilerCacheEntries = 8192
-	DefaultCompilerCacheBytes   = 4 << 20
-)
+const DefaultCompilerCacheEntries = 8192
 
 // NewCompiler builds a Compiler. It never fails: if the cel/v1 environment
 // could not be built (a programming error), every gate expression is reported
@@ -78,15 +73,13 @@ const (
 func NewCompiler(cfg CompilerConfig) *Compiler {
 	c := newUncachedCompiler()
 	if cfg.CacheEntries >= 0 {
-		entries, size := cfg.CacheEntries, cfg.CacheBytes
+		entries := cfg.CacheEntries
 		if entries == 0 {
 			entries = DefaultCompilerCacheEntries
 		}
-		if size <= 0 {
-			size = DefaultCompilerCacheBytes
-		}
-		c.gates = newBoundedCache(entries, size)
-		c.schemas = newBoundedCache(entries, size)
+		// lru.New fails only for a size below 1.
+		c.gates, _ = lru.New[[sha256.Size]byte, string](entries)
+		c.schemas, _ = lru.New[[sha256.Size]byte, string](entries)
 	}
 	return c
 }
@@ -128,30 +121,43 @@ func (c *Compiler) checkGate(expression string) (*cel.Ast, error) {
 // gateProblem is why expression does not type-check ("" when it does),
 // answered from the cache when the expression was checked before.
 func (c *Compiler) gateProblem(expression string) string {
-	if msg, ok := c.gates.get(expression); ok {
-		return msg
-	}
-	msg := ""
-	if _, err := c.checkGate(expression); err != nil {
-		msg = err.Error()
-	}
-	c.gates.put(expression, msg)
-	return msg
+	return cached(c.gates, expression, func() error {
+		_, err := c.checkGate(expression)
+		return err
+	})
 }
 
 // schemaProblem is why raw does not compile as a JSON Schema ("" when it
 // does), answered from the cache when the same bytes were compiled before.
 func (c *Compiler) schemaProblem(raw json.RawMessage) string {
-	key := string(raw)
-	if msg, ok := c.schemas.get(key); ok {
+	return cached(c.schemas, string(raw), func() error {
+		_, err := CompileSchema(raw)
+		return err
+	})
+}
+
+// cached is check's message ("" for no error) for text, from cache when
+// text was checked before.
+func cached(cache *lru.Cache[[sha256.Size]byte, string], text string, check func() error) string {
+	if msg, ok := lookup(cache, text); ok {
 		return msg
 	}
 	msg := ""
-	if _, err := CompileSchema(raw); err != nil {
+	if err := check(); err != nil {
 		msg = err.Error()
 	}
-	c.schemas.put(key, msg)
+	if cache != nil {
+		cache.Add(sha256.Sum256([]byte(text)), msg)
+	}
 	return msg
+}
+
+// lookup is the cached message for text, if any.
+func lookup(cache *lru.Cache[[sha256.Size]byte, string], text string) (string, bool) {
+	if cache == nil {
+		return "", false
+	}
+	return cache.Get(sha256.Sum256([]byte(text)))
 }
 
 // CompileGate compiles a cel/v1 gate expression with c's environment and the

@@ -110,7 +110,14 @@ func (c *Compiled) VerifyChecksum() error {
 // agents}. Nodes are in compile order and edges sorted, and JCS sorts every
 // object key, so the checksum depends on content only.
 func checksum(c *Compiled) (string, error) {
-	return hashOfSized(checksumContent{c.Document, c.Actions, c.Agents}, canonFlushSize+canonFlushSize/2)
+	return hashOf(checksumContent{c.Document, c.Actions, c.Agents})
+}
+
+// checksumContent is what a revision checksum covers.
+type checksumContent struct {
+	Document Document        `json:"document"`
+	Actions  []PinnedAction  `json:"actions"`
+	Agents   []AgentContract `json:"agents"`
 }
 
 // normalizedDocument returns doc with nodes in compile order and edges sorted
@@ -220,7 +227,7 @@ func (c *Compiled) Plan() Plan {
 			pn.TimeoutMs = DefaultTimeoutMs(n.Kind)
 		}
 		slices.SortFunc(pn.Inputs, func(x, y PlanInput) int { return strings.Compare(x.Port, y.Port) })
-		for _, port := range sortedKeys(n.Outputs) {
+		for _, port := range slices.Sorted(maps.Keys(n.Outputs)) {
 			to := outputs[n.ID][port]
 			slices.SortFunc(to, func(x, y PortRef) int {
 				return cmp.Or(strings.Compare(x.Node, y.Node), strings.Compare(x.Port, y.Port))

@@ -2,11 +2,17 @@ package graph
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
-	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -125,7 +131,7 @@ func TestChecksumIgnoresOrder(t *testing.T) {
 		rng.Shuffle(len(doc.Nodes), func(a, b int) { doc.Nodes[a], doc.Nodes[b] = doc.Nodes[b], doc.Nodes[a] })
 		rng.Shuffle(len(doc.Edges), func(a, b int) { doc.Edges[a], doc.Edges[b] = doc.Edges[b], doc.Edges[a] })
 		// Rebuild the schemas map in another insertion order.
-		names := sortedKeys(doc.Schemas)
+		names := slices.Sorted(maps.Keys(doc.Schemas))
 		rng.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
 		schemas := map[string]json.RawMessage{}
 		for _, n := range names {
@@ -163,6 +169,11 @@ func TestChecksumChangesWithContent(t *testing.T) {
 		"timeout":    func(d *Document) { d.Nodes[2].TimeoutMs = 10_001 },
 		"skill":      func(d *Document) { d.Toolsets["ops"] = Toolset{Tools: []string{"core.echo@1"}, Skill: "x"} },
 		"tools":      func(d *Document) { d.Tools = "ops" },
+		"summary": func(d *Document) {
+			ts := d.Toolsets["ops"]
+			ts.Summary = "Echo and sleep."
+			d.Toolsets["ops"] = ts
+		},
 		"edge": func(d *Document) {
 			i := slices.Index(d.Edges, Edge{From: "g0.fail", To: "m0.b"})
 			d.Edges[i].From = "g0.pass"
@@ -239,6 +250,15 @@ func (m mergeCatalogs) Agent(key string, r int) (AgentContract, bool) {
 	return AgentContract{}, false
 }
 
+func (m mergeCatalogs) Skill(key string, r int) (SkillContract, bool) {
+	for _, c := range m {
+		if s, ok := c.Skill(key, r); ok {
+			return s, true
+		}
+	}
+	return SkillContract{}, false
+}
+
 func nodeIDs(nodes []Node) []string {
 	ids := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -264,7 +284,7 @@ func writeShuffled(buf *bytes.Buffer, rng *rand.Rand, v any) {
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		keys := sortedKeys(t)
+		keys := slices.Sorted(maps.Keys(t))
 		rng.Shuffle(len(keys), func(a, b int) { keys[a], keys[b] = keys[b], keys[a] })
 		buf.WriteByte('{')
 		for i, k := range keys {
@@ -301,7 +321,7 @@ func writeShuffled(buf *bytes.Buffer, rng *rand.Rand, v any) {
 	case string:
 		// Escape some characters that need no escaping.
 		if rng.IntN(2) == 0 {
-			buf.WriteString(strconv.QuoteToASCII(t))
+			buf.WriteString(asciiJSON(t))
 			return
 		}
 		b, _ := json.Marshal(t)
@@ -310,4 +330,85 @@ func writeShuffled(buf *bytes.Buffer, rng *rand.Rand, v any) {
 		b, _ := json.Marshal(t)
 		buf.Write(b)
 	}
+}
+
+// asciiJSON quotes s as a JSON string with every non-ASCII character
+// escaped (\u00e9, or a surrogate pair beyond U+FFFF).
+func asciiJSON(s string) string {
+	b, _ := json.Marshal(s)
+	var out strings.Builder
+	for _, r := range string(b) {
+		if r < utf8.RuneSelf {
+			out.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&out, `\u%04x`, u)
+		}
+	}
+	return out.String()
+}
+
+// fuzzRand is a random source seeded by fuzz input, so a failure replays.
+func fuzzRand(data []byte) *rand.Rand {
+	sum := sha256.Sum256(data)
+	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:16])))
+}
+
+// skillCatalog is testCatalog with agent "writer" listing two tenant
+// skills, and the skill revisions that exist.
+func skillCatalog(skills ...SkillContract) *StaticCatalog {
+	cat := testCatalog()
+	cat.agents[AgentRef{Key: "writer", Revision: 1}] = AgentContract{Key: "writer", Revision: 1, Hash: "w1",
+		Skills: []PinnedSkill{{Key: "tone", Revision: 2}, {Key: "format", Revision: 1}}}
+	return cat.WithSkills(skills)
+}
+
+func writerDoc() *Document {
+	n := agentNode("write")
+	n.Agent = &AgentRef{Key: "writer", Revision: 1}
+	n.Inputs = map[string]string{"in": "any"}
+	return &Document{SchemaVersion: 1, Nodes: []Node{
+		{ID: "in", Kind: KindInput, Outputs: map[string]string{"out": "any"}},
+		n,
+		{ID: "out", Kind: KindOutput, Inputs: map[string]string{"in": "any"}},
+	}, Edges: []Edge{{From: "in.out", To: "write.in"}, {From: "write.out", To: "out.in"}}}
+}
+
+func TestAgentSkillsArePinnedAtPublication(t *testing.T) {
+	tone := SkillContract{Key: "tone", Revision: 2, Hash: "tone2"}
+	format := SkillContract{Key: "format", Revision: 1, Hash: "format1"}
+
+	c, issues := Compile(writerDoc(), skillCatalog(tone, format))
+	require.Empty(t, issues)
+	require.Len(t, c.Agents, 1)
+	require.Equal(t, []PinnedSkill{{Key: "tone", Revision: 2, Hash: "tone2"}, {Key: "format", Revision: 1, Hash: "format1"}},
+		c.Agents[0].Skills, "pinned in the agent's order, with their content hashes")
+	require.NoError(t, c.VerifyChecksum())
+
+	// The skills' content is in the checksum.
+	other := format
+	other.Hash = "format1-changed"
+	c2, issues := Compile(writerDoc(), skillCatalog(tone, other))
+	require.Empty(t, issues)
+	require.NotEqual(t, c.Checksum, c2.Checksum)
+
+	// A missing or archived skill is refused where the agent is referenced.
+	_, issues = Compile(writerDoc(), skillCatalog(tone))
+	require.Len(t, issues, 1)
+	require.Equal(t, CodeMissingDependency, issues[0].Code)
+	require.Equal(t, "/nodes/1/agent", issues[0].Path)
+	require.Contains(t, issues[0].Message, "skill format@1, which is not stored")
+	archived := tone
+	archived.Archived = true
+	_, issues = Compile(writerDoc(), skillCatalog(archived, format))
+	require.Len(t, issues, 1)
+	require.Equal(t, CodeMissingDependency, issues[0].Code)
+	require.Contains(t, issues[0].Message, "skill tone@2, which is archived")
+
+	// An agent listing no skills pins none: its contract encodes as before.
+	b, err := Canonical(AgentContract{Key: "a", Revision: 1, Hash: "h"})
+	require.NoError(t, err)
+	require.Equal(t, `{"archived":false,"hash":"h","key":"a","revision":1}`, string(b))
+	require.Equal(t, []SkillRef{{"format", 1}, {"tone", 2}}, SkillRefs(c.Agents))
 }

@@ -8,9 +8,9 @@ import (
 	"io"
 	"math"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -54,6 +54,12 @@ func (e *DecodeError) Error() string {
 // see different graphs), no unknown or case-folded field names, no wrong
 // types, no null instead of a value, and schemaVersion 1. It does not
 // validate the graph; see Validate.
+//
+// It is encoding/json twice: a pass over the tokens checks what
+// json.Unmarshal alone would let through (duplicates, the exact case of
+// field names, nulls, integers, numbers and strings RFC 8785 cannot
+// canonicalize) against the Document type itself, naming the offending
+// value by its JSON pointer; json.Unmarshal then fills the Document.
 func Decode(data []byte) (*Document, error) {
 	if len(data) > DefaultLimits.MaxDocumentBytes {
 		return nil, &DecodeError{Code: CodeDocumentTooLarge,
@@ -62,61 +68,8 @@ func Decode(data []byte) (*Document, error) {
 	if !utf8.Valid(data) {
 		return nil, &DecodeError{Code: CodeInvalidJSON, Message: "document is not valid UTF-8"}
 	}
-	if doc, ok := decodeFast(data); ok {
-		return doc, nil
-	}
-	return decodeChecked(data)
-}
-
-// decodeChecked is Decode's checking path: it finds and reports the first
-// problem of a document the one-pass path (decode_fast.go) did not accept,
-// and decodes the rare well-formed document it does not handle.
-func decodeChecked(data []byte) (*Document, error) {
-	tree, err := parseTree(data)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkDocumentTree(tree); err != nil {
-		return nil, err
-	}
-	// The tree has the exact shape of Document, so the standard decoder
-	// (which alone would accept case-folded names and duplicates) now only
-	// fills the struct.
-	var doc Document
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, &DecodeError{Code: CodeInvalidDocument, Message: err.Error()}
-	}
-	return &doc, nil
-}
-
-// checkDocumentTree checks a generic tree (objects as map[string]any, numbers
-// as json.Number) against the Document type. A YAML front end converts its
-// input to the same tree and calls this, so both syntaxes accept exactly the
-// same documents.
-func checkDocumentTree(tree any) error {
-	obj, ok := tree.(map[string]any)
-	if !ok {
-		return &DecodeError{Code: CodeInvalidDocument, Message: "document must be a JSON object"}
-	}
-	if err := checkShape(obj, documentType, ""); err != nil {
-		return err
-	}
-	v, ok := obj["schemaVersion"]
-	if !ok {
-		return &DecodeError{Code: CodeInvalidDocument, Path: "/schemaVersion", Message: "schemaVersion is required"}
-	}
-	if n, _ := v.(json.Number).Int64(); n != SchemaVersion {
-		return &DecodeError{Code: CodeInvalidDocument, Path: "/schemaVersion",
-			Message: fmt.Sprintf("unsupported schemaVersion %s; only %d is understood", v, SchemaVersion)}
-	}
-	return nil
-}
-
-// parseTree reads exactly one JSON value into a generic tree (numbers as
-// json.Number), rejecting malformed JSON, trailing data and duplicate object
-// keys. json.Valid and a duplicate-key scan run first because they are far
-// cheaper than decoding token by token.
-func parseTree(data []byte) (any, error) {
+	// Malformed JSON is INVALID_JSON wherever it is, so it is looked for
+	// before any problem of shape.
 	if !json.Valid(data) {
 		var v any
 		err := json.Unmarshal(data, &v)
@@ -125,147 +78,19 @@ func parseTree(data []byte) (any, error) {
 		}
 		return nil, syntaxError(err)
 	}
-	switch path, key, err := findDuplicateKey(data); err {
-	case nil:
-	case errDuplicateKey:
-		return nil, &DecodeError{Code: CodeInvalidDocument, Path: path, Message: fmt.Sprintf("duplicate key %q", key)}
-	default:
-		return nil, &DecodeError{Code: CodeInvalidJSON, Path: path, Message: err.Error()}
+	if err := checkStrict(data); err != nil {
+		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, syntaxError(err)
+	var doc Document
+	if err := json.Unmarshal(data, &doc); err != nil {
+		// Unreachable: the check above accepts only what fills a Document.
+		return nil, &DecodeError{Code: CodeInvalidDocument, Message: err.Error()}
 	}
-	return v, nil
-}
-
-// scanFrame is one open object or array during findDuplicateKey.
-type scanFrame struct {
-	object    bool
-	expectKey bool
-	keys      map[string]struct{}
-	key       string // current member key (object)
-	index     int    // current element index (array)
-}
-
-// findDuplicateKey scans valid JSON for an object holding the same key twice
-// (after unescaping) and returns the JSON pointer of the second occurrence.
-// The standard decoder silently keeps the last one, so two readers of the
-// same bytes could disagree about the graph.
-func findDuplicateKey(data []byte) (path, key string, err error) {
-	var stack []*scanFrame
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '{':
-			stack = append(stack, &scanFrame{object: true, expectKey: true, keys: map[string]struct{}{}})
-		case '[':
-			stack = append(stack, &scanFrame{})
-		case '}', ']':
-			stack = stack[:len(stack)-1]
-		case ',':
-			if top := stack[len(stack)-1]; top.object {
-				top.expectKey = true
-			} else {
-				top.index++
-			}
-		case '"':
-			j := i + 1
-			escaped := false
-			for ; data[j] != '"'; j++ {
-				if data[j] == '\\' {
-					escaped = true
-					j++
-				}
-			}
-			if escaped && !validSurrogates(data[i+1:j]) {
-				return scanPathFrom(stack), "", errLoneSurrogate
-			}
-			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
-				top := stack[n-1]
-				k := string(data[i+1 : j])
-				if escaped {
-					_ = json.Unmarshal(data[i:j+1], &k) // valid JSON: cannot fail
-				}
-				top.key, top.expectKey = k, false
-				if _, dup := top.keys[k]; dup {
-					return scanPath(stack), k, errDuplicateKey
-				}
-				top.keys[k] = struct{}{}
-			}
-			i = j
-		}
+	if doc.SchemaVersion != SchemaVersion {
+		return nil, &DecodeError{Code: CodeInvalidDocument, Path: "/schemaVersion",
+			Message: fmt.Sprintf("unsupported schemaVersion %d; only %d is understood", doc.SchemaVersion, SchemaVersion)}
 	}
-	return "", "", nil
-}
-
-var (
-	errDuplicateKey  = errors.New("duplicate key")
-	errLoneSurrogate = errors.New("string holds an unpaired UTF-16 surrogate escape")
-)
-
-// validSurrogates reports whether every \uD800–\uDFFF escape in a raw JSON
-// string body is part of a high+low pair. encoding/json would silently
-// replace a lone one, and RFC 8785 cannot canonicalize it.
-func validSurrogates(body []byte) bool {
-	pendingHigh := false
-	for i := 0; i < len(body); i++ {
-		if body[i] != '\\' {
-			if pendingHigh {
-				return false
-			}
-			continue
-		}
-		i++
-		if body[i] != 'u' {
-			if pendingHigh {
-				return false
-			}
-			continue
-		}
-		u, _ := strconv.ParseUint(string(body[i+1:i+5]), 16, 16) // valid JSON: four hex digits
-		i += 4
-		switch {
-		case u >= 0xD800 && u < 0xDC00:
-			if pendingHigh {
-				return false
-			}
-			pendingHigh = true
-		case u >= 0xDC00 && u < 0xE000:
-			if !pendingHigh {
-				return false
-			}
-			pendingHigh = false
-		default:
-			if pendingHigh {
-				return false
-			}
-		}
-	}
-	return !pendingHigh
-}
-
-// scanPathFrom is the pointer of the value being scanned: for an object
-// whose key is still expected it names the object itself.
-func scanPathFrom(stack []*scanFrame) string {
-	if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
-		return scanPath(stack[:n-1])
-	}
-	return scanPath(stack)
-}
-
-func scanPath(stack []*scanFrame) string {
-	var b strings.Builder
-	for _, f := range stack {
-		b.WriteByte('/')
-		if f.object {
-			b.WriteString(escapeToken(f.key))
-		} else {
-			b.WriteString(strconv.Itoa(f.index))
-		}
-	}
-	return b.String()
+	return &doc, nil
 }
 
 func syntaxError(err error) error {
@@ -284,147 +109,251 @@ var (
 	rawMessageType = reflect.TypeFor[json.RawMessage]()
 )
 
-// checkShape checks v against Go type t the way a strict decoder would:
-// exact field names from json tags, exact JSON types, integers for int
-// fields. json.RawMessage accepts any value. Keys are visited in sorted order
-// so the reported error does not depend on map iteration.
-func checkShape(v any, t reflect.Type, path string) error {
-	bad := func(format string, args ...any) error {
-		return &DecodeError{Code: CodeInvalidDocument, Path: path, Message: fmt.Sprintf(format, args...)}
-	}
-	if t == rawMessageType {
-		return checkNumbers(v, path)
-	}
-	if v == nil {
-		return bad("must not be null")
-	}
-	switch t.Kind() {
-	case reflect.Pointer:
-		return checkShape(v, t.Elem(), path)
-	case reflect.Struct:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return bad("must be an object")
-		}
-		for _, k := range sortedKeys(obj) {
-			f, ok := fieldByTag(t, k)
-			if !ok {
-				return &DecodeError{Code: CodeInvalidDocument, Path: path + "/" + escapeToken(k), Message: fmt.Sprintf("unknown field %q", k)}
-			}
-			if err := checkShape(obj[k], f.Type, path+"/"+escapeToken(k)); err != nil {
-				return err
-			}
-		}
-		return nil
-	case reflect.Map:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return bad("must be an object")
-		}
-		for _, k := range sortedKeys(obj) {
-			if err := checkShape(obj[k], t.Elem(), path+"/"+escapeToken(k)); err != nil {
-				return err
-			}
-		}
-		return nil
-	case reflect.Slice:
-		arr, ok := v.([]any)
-		if !ok {
-			return bad("must be an array")
-		}
-		for i, e := range arr {
-			if err := checkShape(e, t.Elem(), path+"/"+strconv.Itoa(i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	case reflect.String:
-		if _, ok := v.(string); !ok {
-			return bad("must be a string")
-		}
-		return nil
-	case reflect.Bool:
-		if _, ok := v.(bool); !ok {
-			return bad("must be a boolean")
-		}
-		return nil
-	case reflect.Int, reflect.Int64:
-		n, ok := v.(json.Number)
-		if !ok {
-			return bad("must be an integer")
-		}
-		if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
-			return bad("must be an integer, got %s", n)
-		}
-		return nil
-	case reflect.Float64:
-		n, ok := v.(json.Number)
-		if !ok {
-			return bad("must be a number")
-		}
-		if f, err := n.Float64(); err != nil || math.IsInf(f, 0) {
-			return bad("number %s is out of range", n)
-		}
-		return nil
-	}
-	return bad("unsupported field type %s", t)
+// strictCheck walks the tokens of one valid JSON document against a Go
+// type. path holds the raw (unescaped) reference tokens of the value being
+// read, so an error names it exactly.
+type strictCheck struct {
+	data []byte
+	dec  *json.Decoder
+	path []string
+	// surrogates is set when the text holds a \uD800–\uDFFF escape: only
+	// then are strings read back from the text to find unpaired ones.
+	surrogates bool
+	// sawVersion is set by the document's schemaVersion member.
+	sawVersion bool
 }
 
-// checkNumbers rejects numbers a float64 cannot hold anywhere in a free-form
-// value (literals, schemas): RFC 8785 (I-JSON) has no form for them, so the
-// document could never be checksummed.
-func checkNumbers(v any, path string) error {
-	switch t := v.(type) {
-	case json.Number:
-		if f, err := t.Float64(); err != nil || math.IsInf(f, 0) {
-			return &DecodeError{Code: CodeInvalidDocument, Path: path, Message: fmt.Sprintf("number %s is out of range", t)}
-		}
-	case map[string]any:
-		for _, k := range sortedKeys(t) {
-			if err := checkNumbers(t[k], path+"/"+escapeToken(k)); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for i, e := range t {
-			if err := checkNumbers(e, path+"/"+strconv.Itoa(i)); err != nil {
-				return err
-			}
-		}
+// checkStrict checks valid JSON text against Document; see Decode.
+func checkStrict(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	c := &strictCheck{data: data, dec: dec,
+		surrogates: bytes.Contains(data, []byte(`\ud`)) || bytes.Contains(data, []byte(`\uD`))}
+	tok, err := c.token()
+	if err != nil {
+		return err
+	}
+	if tok != json.Delim('{') {
+		return &DecodeError{Code: CodeInvalidDocument, Message: "document must be a JSON object"}
+	}
+	if err := c.value(tok, documentType); err != nil {
+		return err
+	}
+	if !c.sawVersion {
+		return &DecodeError{Code: CodeInvalidDocument, Path: "/schemaVersion", Message: "schemaVersion is required"}
 	}
 	return nil
 }
 
-// fieldByTag finds the struct field whose json tag name is exactly name.
-func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" || !f.IsExported() {
-			continue
-		}
-		if n, _, _ := strings.Cut(tag, ","); n == name {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
+func (c *strictCheck) fail(format string, args ...any) error {
+	return &DecodeError{Code: CodeInvalidDocument, Path: Pointer(c.path...), Message: fmt.Sprintf(format, args...)}
 }
 
-// sortedKeys returns m's keys in ascending order, so every walk over a map is
-// deterministic.
-func sortedKeys[V any](m map[string]V) []string {
-	return sortedKeysBuf(make([]string, 0, len(m)), m)
+// token reads the next token; a string is checked for unpaired surrogate
+// escapes, which encoding/json would silently replace and RFC 8785 cannot
+// canonicalize.
+func (c *strictCheck) token() (json.Token, error) {
+	start := c.dec.InputOffset()
+	tok, err := c.dec.Token()
+	if err != nil {
+		return nil, syntaxError(err) // unreachable for valid JSON
+	}
+	if _, ok := tok.(string); ok && c.surrogates {
+		raw := c.data[start:c.dec.InputOffset()]
+		body := raw[bytes.IndexByte(raw, '"')+1 : len(raw)-1]
+		if !validSurrogates(body) {
+			return nil, &DecodeError{Code: CodeInvalidJSON, Path: Pointer(c.path...),
+				Message: "string holds an unpaired UTF-16 surrogate escape"}
+		}
+	}
+	return tok, nil
 }
 
-// sortedKeysBuf is sortedKeys appending to buf[:0]; hot loops pass a small
-// array on their stack so the usual few ports or entries allocate nothing.
-func sortedKeysBuf[V any](buf []string, m map[string]V) []string {
-	keys := buf[:0]
-	for k := range m {
-		keys = append(keys, k)
+// value checks the value that starts with tok against Go type t.
+func (c *strictCheck) value(tok json.Token, t reflect.Type) error {
+	if t == rawMessageType {
+		return c.free(tok)
 	}
-	slices.Sort(keys)
-	return keys
+	if tok == nil {
+		return c.fail("must not be null")
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return c.value(tok, t.Elem())
+	case reflect.Struct:
+		if tok != json.Delim('{') {
+			return c.fail("must be an object")
+		}
+		fields := jsonFields(t)
+		return c.members(func(key string) error {
+			f, ok := fields[key]
+			if !ok {
+				return c.fail("unknown field %q", key)
+			}
+			c.sawVersion = c.sawVersion || len(c.path) == 1 && key == "schemaVersion"
+			return c.member(f)
+		})
+	case reflect.Map:
+		if tok != json.Delim('{') {
+			return c.fail("must be an object")
+		}
+		return c.members(func(string) error { return c.member(t.Elem()) })
+	case reflect.Slice:
+		if tok != json.Delim('[') {
+			return c.fail("must be an array")
+		}
+		return c.elements(func() error { return c.member(t.Elem()) })
+	case reflect.String:
+		if _, ok := tok.(string); !ok {
+			return c.fail("must be a string")
+		}
+		return nil
+	case reflect.Bool:
+		if _, ok := tok.(bool); !ok {
+			return c.fail("must be a boolean")
+		}
+		return nil
+	case reflect.Int, reflect.Int64:
+		n, ok := tok.(json.Number)
+		if !ok {
+			return c.fail("must be an integer")
+		}
+		if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
+			return c.fail("must be an integer, got %s", n)
+		}
+		return nil
+	case reflect.Float64:
+		n, ok := tok.(json.Number)
+		if !ok {
+			return c.fail("must be a number")
+		}
+		return c.number(n)
+	}
+	return c.fail("unsupported field type %s", t)
+}
+
+// member reads the next value and checks it against t.
+func (c *strictCheck) member(t reflect.Type) error {
+	tok, err := c.token()
+	if err != nil {
+		return err
+	}
+	return c.value(tok, t)
+}
+
+// free checks a free-form value (a schema, a literal): any JSON, but no
+// duplicate keys and no number a float64 cannot hold (RFC 8785, I-JSON).
+func (c *strictCheck) free(tok json.Token) error {
+	switch t := tok.(type) {
+	case json.Delim:
+		if t == '{' {
+			return c.members(func(string) error {
+				tok, err := c.token()
+				if err != nil {
+					return err
+				}
+				return c.free(tok)
+			})
+		}
+		return c.elements(func() error {
+			tok, err := c.token()
+			if err != nil {
+				return err
+			}
+			return c.free(tok)
+		})
+	case json.Number:
+		return c.number(t)
+	}
+	return nil
+}
+
+func (c *strictCheck) number(n json.Number) error {
+	if f, err := n.Float64(); err != nil || math.IsInf(f, 0) {
+		return c.fail("number %s is out of range", n)
+	}
+	return nil
+}
+
+// members reads an object's members after its '{', refusing a key seen
+// before, and calls value for each with the key pushed on the path.
+func (c *strictCheck) members(value func(key string) error) error {
+	seen := map[string]bool{}
+	for c.dec.More() {
+		tok, err := c.token()
+		if err != nil {
+			return err
+		}
+		key := tok.(string)
+		c.path = append(c.path, key)
+		if seen[key] {
+			return c.fail("duplicate key %q", key)
+		}
+		seen[key] = true
+		if err := value(key); err != nil {
+			return err
+		}
+		c.path = c.path[:len(c.path)-1]
+	}
+	_, err := c.dec.Token() // '}'
+	return err
+}
+
+// elements reads an array's elements after its '[', with the index pushed
+// on the path.
+func (c *strictCheck) elements(value func() error) error {
+	for i := 0; c.dec.More(); i++ {
+		c.path = append(c.path, strconv.Itoa(i))
+		if err := value(); err != nil {
+			return err
+		}
+		c.path = c.path[:len(c.path)-1]
+	}
+	_, err := c.dec.Token() // ']'
+	return err
+}
+
+// validSurrogates reports whether every \uD800–\uDFFF escape in a raw JSON
+// string body is part of a high+low pair.
+func validSurrogates(body []byte) bool {
+	pendingHigh := false
+	for i := 0; i < len(body); i++ {
+		isHigh, isLow := false, false
+		if body[i] == '\\' {
+			i++
+			if body[i] == 'u' {
+				u, _ := strconv.ParseUint(string(body[i+1:i+5]), 16, 16) // valid JSON: four hex digits
+				i += 4
+				isHigh, isLow = u >= 0xD800 && u < 0xDC00, u >= 0xDC00 && u < 0xE000
+			}
+		}
+		if isLow != pendingHigh {
+			return false // a low one without a high one, or a high one not followed by a low one
+		}
+		pendingHigh = isHigh
+	}
+	return !pendingHigh
+}
+
+var fieldCache sync.Map // reflect.Type → map[string]reflect.Type; derived from types only
+
+// jsonFields maps the exact json names of t's fields to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	for _, f := range reflect.VisibleFields(t) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.IsExported() && !f.Anonymous && name != "-" {
+			if name == "" {
+				name = f.Name
+			}
+			m[name] = f.Type
+		}
+	}
+	fieldCache.Store(t, m)
+	return m
 }
 
 // DecodeStored decodes a document read back from storage (a saved draft),

@@ -1,14 +1,11 @@
 package graph
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -93,30 +90,9 @@ func TestDecodeSizeBoundary(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// FuzzDecodeFast checks Decode's one-pass path against its checking path on
-// arbitrary bytes: the one-pass path accepts a document only when the
-// checking path does, and then builds the same Document; and it accepts
-// every document the checking path accepts (unless it is nested deeper than
-// it follows), so well-formed documents always take it.
-func FuzzDecodeFast(f *testing.F) {
-	f.Add(exampleJSON(f))
-	gen, err := json.Marshal(genGraph(3, 1))
-	require.NoError(f, err)
-	f.Add(gen)
-	f.Add([]byte(`{"schemaVersion":1,"nodes":[{"id":"a","kind":"action","schema":null,"mapping":{"x":{"literal":{"b":[1e308,-0,"\ud83d\ude00"],"a":null},"bindings":{}}},"retry":{"backoff":1.5e0,"maxAttempts":-0}}],"edges":[],"tools":"\u0069"}`))
-	f.Add([]byte(` {"schemaVersion" : 1 , "schemas":{"A":{"a":{"a":1},"b":{"a":2}}}, "toolsets":{"t":{"tools":[],"skill":"s"}}} `))
-	f.Add([]byte(`{"schemaVersion":1,"nodes":[{"i\u0064":"x","kind":"input","inputs":{"a":"b","a":"c"}}]}`))
-	f.Add([]byte(`{"schemaVersion":1,"schemas":{"A":[1.0e999]}}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		compareDecodePaths(t, data)
-		compareDecodePaths(t, mutatedDocumentJSON(data))
-	})
-}
-
 // mutatedDocumentJSON builds a document from fuzz bytes (see docFromBytes),
 // marshals it, and damages the text at a few places chosen by the same
-// bytes: near-valid input, where the two decode paths are easiest to tell
-// apart.
+// bytes: near-valid input, which exercises every way Decode refuses.
 func mutatedDocumentJSON(data []byte) []byte {
 	out, err := json.Marshal(docFromBytes(data))
 	if err != nil || len(data) == 0 {
@@ -140,52 +116,44 @@ func mutatedDocumentJSON(data []byte) []byte {
 	return out
 }
 
-func compareDecodePaths(t *testing.T, data []byte) {
-	t.Helper()
-	{
-		if len(data) > DefaultLimits.MaxDocumentBytes || !utf8.Valid(data) {
-			return
-		}
-		fast, fastOK := decodeFast(data)
-		slow, err := decodeChecked(data)
-		if fastOK {
-			if err != nil {
-				t.Fatalf("one-pass path accepted what the checking path refuses (%v): %q", err, data)
-			}
-			if !reflect.DeepEqual(fast, slow) {
-				t.Fatalf("paths disagree on %q\none-pass %#v\nchecking %#v", data, fast, slow)
-			}
-			return
-		}
-		if err == nil && bytes.Count(data, []byte("["))+bytes.Count(data, []byte("{")) <= fastMaxDepth {
-			t.Fatalf("one-pass path refused a well-formed document: %q", data)
-		}
-	}
-}
-
-func TestDecodePathsAgree(t *testing.T) {
+// TestDecodeEdgeCases pins what Decode makes of the corners of JSON and of
+// the Document type: escaped and duplicate names, nulls, integer and float
+// ranges, surrogates, whitespace and nesting. An empty code means accepted.
+func TestDecodeEdgeCases(t *testing.T) {
 	const head = `{"schemaVersion":1,"nodes":[`
-	for _, doc := range []string{
-		head + `{"id":"a","kind":"validator","schema":null}]}`,
-		head + `{"id":"a","kind":"action","mapping":{"x":{"literal":null}}}]}`,
-		`{"schemaVersion":1,"schemas":{"A":null,"B":{"a":{"k":1},"b":{"k":1}}}}`,
-		`{"schemaVersion":1,"schemas":{"A":{"a":{"k":1,"k":2}}}}`,
-		`{"schemaVersion":1,"schemas":{"A":{"k":1,"\u006b":2}}}`,
-		head + `{"i\u0064":"a","kind":"input","timeoutMs":-0}]}`,
-		head + `{"id":"a","kind":"input","timeoutMs":9223372036854775808}]}`,
-		head + `{"id":"a","kind":"input","timeoutMs":1e2}]}`,
-		head + `{"id":"a","kind":"action","retry":{"backoff":-0.0,"maxAttempts":3}}]}`,
-		head + `{"id":"a","kind":"action","retry":{"backoff":1e-400}}]}`,
-		head + `{"id":"a","kind":"action","mapping":{"x":{"literal":[` + strings.Repeat("9", 400) + `]}}}]}`,
-		head + `{"id":"a","kind":"action","mapping":{"x":{"literal":"\ud83d\ude00\ud83d"}}}]}`,
-		`{"schemaVersion":1,"toolsets":{"t":{"tools":null,"skill":"s"}}}`,
-		`{"schemaVersion":1,"toolsets":{"t":{"tools":[],"skill":"s"},"t":{"tools":[],"skill":"s"}}}`,
-		`{"schemaVersion":1,"nodes":[],"edges":[],"nodes":[]}`,
-		"\t{\"schemaVersion\":1}\r\n",
-		`{"schemaVersion":1}` + "\x00",
-		`{"schemaVersion":1,"schemas":{"A":` + strings.Repeat("[", fastMaxDepth+5) + strings.Repeat("]", fastMaxDepth+5) + `}}`,
-		`{"schemaVersion":1,"schemas":{"A":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`,
+	for _, tc := range []struct{ doc, code, path string }{
+		{head + `{"id":"a","kind":"validator","schema":null}]}`, "", ""},
+		{head + `{"id":"a","kind":"action","mapping":{"x":{"literal":null}}}]}`, "", ""},
+		{`{"schemaVersion":1,"schemas":{"A":null,"B":{"a":{"k":1},"b":{"k":1}}}}`, "", ""},
+		{`{"schemaVersion":1,"schemas":{"A":{"a":{"k":1,"k":2}}}}`, CodeInvalidDocument, "/schemas/A/a/k"},
+		{`{"schemaVersion":1,"schemas":{"A":{"k":1,"\u006b":2}}}`, CodeInvalidDocument, "/schemas/A/k"},
+		{head + `{"i\u0064":"a","kind":"input","timeoutMs":-0}]}`, "", ""},
+		{head + `{"id":"a","kind":"input","timeoutMs":9223372036854775808}]}`, CodeInvalidDocument, "/nodes/0/timeoutMs"},
+		{head + `{"id":"a","kind":"input","timeoutMs":1e2}]}`, CodeInvalidDocument, "/nodes/0/timeoutMs"},
+		{head + `{"id":"a","kind":"action","retry":{"backoff":-0.0,"maxAttempts":3}}]}`, "", ""},
+		{head + `{"id":"a","kind":"action","retry":{"backoff":1e-400}}]}`, "", ""},
+		{head + `{"id":"a","kind":"action","mapping":{"x":{"literal":[` + strings.Repeat("9", 400) + `]}}}]}`, CodeInvalidDocument, "/nodes/0/mapping/x/literal/0"},
+		{head + `{"id":"a","kind":"action","mapping":{"x":{"literal":"\ud83d\ude00\ud83d"}}}]}`, CodeInvalidJSON, "/nodes/0/mapping/x/literal"},
+		{head + `{"id":"a","kind":"action","mapping":{"x":{"literal":"\\ud800 is not an escape"}}}]}`, "", ""},
+		{`{"schemaVersion":1,"toolsets":{"t":{"tools":null,"skill":"s"}}}`, CodeInvalidDocument, "/toolsets/t/tools"},
+		{`{"schemaVersion":1,"toolsets":{"t":{"tools":[],"skill":"s"},"t":{"tools":[],"skill":"s"}}}`, CodeInvalidDocument, "/toolsets/t"},
+		{`{"schemaVersion":1,"nodes":[],"edges":[],"nodes":[]}`, CodeInvalidDocument, "/nodes"},
+		{`{"schemaVersion":1,"nodes":[{"id":"a","Kind":"input"}]}`, CodeInvalidDocument, "/nodes/0/Kind"},
+		{"\t{\"schemaVersion\":1}\r\n", "", ""},
+		{`{"schemaVersion":1}` + "\x00", CodeInvalidJSON, ""},
+		{`null`, CodeInvalidDocument, ""},
+		{`{"schemaVersion":1,"schemas":{"A":` + strings.Repeat("[", 205) + strings.Repeat("]", 205) + `}}`, "", ""},
+		{`{"schemaVersion":1,"schemas":{"A":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`, CodeInvalidJSON, ""},
 	} {
-		compareDecodePaths(t, []byte(doc))
+		doc, err := Decode([]byte(tc.doc))
+		if tc.code == "" {
+			require.NoError(t, err, tc.doc)
+			require.NotNil(t, doc)
+			continue
+		}
+		var de *DecodeError
+		require.True(t, errors.As(err, &de), "%v: %.200s", err, tc.doc)
+		require.Equal(t, tc.code, de.Code, "%s: %.200s", de, tc.doc)
+		require.Equal(t, tc.path, de.Path, "%s: %.200s", de, tc.doc)
 	}
 }

@@ -7,6 +7,10 @@ import "slices"
 type DryRunResult struct {
 	Valid  bool    `json:"valid"`
 	Issues []Issue `json:"issues"`
+	// Warnings never make a document invalid: a toolset without a summary
+	// (MISSING_TOOLSET_SUMMARY, ToolsetWarnings) keeps working, and is
+	// asked for.
+	Warnings []Issue `json:"warnings"`
 	// Order is the compile order; empty when the graph has a cycle.
 	Order      []string     `json:"order"`
 	References ReferenceSet `json:"references"`
@@ -43,6 +47,7 @@ func DryRunWith(doc *Document, cat Catalog, opts Options) DryRunResult {
 	actions, agents := References(doc)
 	res := DryRunResult{
 		Issues:      a.issues,
+		Warnings:    ToolsetWarnings(doc),
 		Order:       a.order,
 		References:  ReferenceSet{Actions: actions, Agents: agents},
 		Permissions: []string{},

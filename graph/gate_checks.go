@@ -74,7 +74,7 @@ func newGateChecks(doc *Document, compiler func() *Compiler) *gateChecks {
 	unchecked := 0
 	for i := range g.slots {
 		s := &g.slots[i]
-		if msg, ok := c.gates.get(s.expression); ok {
+		if msg, ok := lookup(c.gates, s.expression); ok {
 			s.msg = msg
 			s.state.Store(slotDone)
 			continue

@@ -15,9 +15,11 @@ type Limits struct {
 	MaxDocumentBytes   int `json:"maxDocumentBytes"`
 	MaxExpressionChars int `json:"maxExpressionChars"`
 	MaxTemplateChars   int `json:"maxTemplateChars"`
-	MaxAttempts        int `json:"maxAttempts"`
-	MinTimeoutMs       int `json:"minTimeoutMs"`
-	MaxTimeoutMs       int `json:"maxTimeoutMs"`
+	// MaxToolsetSummaryChars bounds a toolset's one-line summary.
+	MaxToolsetSummaryChars int `json:"maxToolsetSummaryChars"`
+	MaxAttempts            int `json:"maxAttempts"`
+	MinTimeoutMs           int `json:"minTimeoutMs"`
+	MaxTimeoutMs           int `json:"maxTimeoutMs"`
 	// MaxRetryIntervalMs bounds initialIntervalMs and maxIntervalMs so a retry
 	// delay can never park a run for days.
 	MaxRetryIntervalMs int `json:"maxRetryIntervalMs"`
@@ -33,20 +35,21 @@ type Limits struct {
 
 // DefaultLimits is the one set of limits weft enforces (SPEC §2).
 var DefaultLimits = Limits{
-	MaxNodes:            200,
-	MaxEdges:            400,
-	MaxFanIn:            32,
-	MaxMappingEntries:   64,
-	MaxSchemas:          64,
-	MaxDocumentBytes:    1 << 20,
-	MaxExpressionChars:  2000,
-	MaxTemplateChars:    8000,
-	MaxAttempts:         10,
-	MinTimeoutMs:        250,
-	MaxTimeoutMs:        600_000,
-	MaxRetryIntervalMs:  3_600_000,
-	MaxBackoff:          10,
-	ExpressionCostLimit: 10_000,
+	MaxNodes:               200,
+	MaxEdges:               400,
+	MaxFanIn:               32,
+	MaxMappingEntries:      64,
+	MaxSchemas:             64,
+	MaxDocumentBytes:       1 << 20,
+	MaxExpressionChars:     2000,
+	MaxTemplateChars:       8000,
+	MaxToolsetSummaryChars: 600,
+	MaxAttempts:            10,
+	MinTimeoutMs:           250,
+	MaxTimeoutMs:           600_000,
+	MaxRetryIntervalMs:     3_600_000,
+	MaxBackoff:             10,
+	ExpressionCostLimit:    10_000,
 }
 
 // Retry defaults, applied in the execution plan only: the compiled document

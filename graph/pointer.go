@@ -9,32 +9,35 @@ import (
 // This file holds RFC 6901 JSON pointer helpers: issue paths are pointers into
 // the document, and mapping pointers address a node's input port values.
 
-// escapeToken escapes one reference token (RFC 6901 §3: "~" then "/").
-func escapeToken(s string) string {
+// EscapePointerToken escapes one reference token (RFC 6901 §3: "~" then
+// "/"). Issue paths, decode errors, schema errors and fixture problems all
+// build their pointers with it or with Pointer.
+func EscapePointerToken(s string) string {
 	if !strings.ContainsAny(s, "~/") {
 		return s
 	}
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
-// ptr builds a JSON pointer from raw (unescaped) tokens.
-func ptr(tokens ...string) string {
+// Pointer builds an RFC 6901 JSON pointer from raw (unescaped) tokens; no
+// tokens is "", the whole value.
+func Pointer(tokens ...string) string {
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
-		b.WriteString(escapeToken(t))
+		b.WriteString(EscapePointerToken(t))
 	}
 	return b.String()
 }
 
 // nodePath is the pointer to node i, followed by raw tokens.
 func nodePath(i int, tokens ...string) string {
-	return "/nodes/" + strconv.Itoa(i) + ptr(tokens...)
+	return "/nodes/" + strconv.Itoa(i) + Pointer(tokens...)
 }
 
 // edgePath is the pointer to edge i, followed by raw tokens.
 func edgePath(i int, tokens ...string) string {
-	return "/edges/" + strconv.Itoa(i) + ptr(tokens...)
+	return "/edges/" + strconv.Itoa(i) + Pointer(tokens...)
 }
 
 // errPointerSyntax reports a malformed RFC 6901 pointer.

@@ -8,6 +8,8 @@ import (
 	"regexp"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 // schemaURL is the name a compiled schema is registered under. It is never
@@ -57,6 +59,50 @@ func ValidateValue(s *jsonschema.Schema, value json.RawMessage) error {
 		return fmt.Errorf("value is not valid JSON: %w", err)
 	}
 	return s.Validate(v)
+}
+
+// SchemaError is one way a value breaks a JSON Schema: where in the value
+// (a JSON pointer), which keyword (a pointer into the schema), and why.
+type SchemaError struct {
+	Path    string `json:"path"`
+	Keyword string `json:"keyword"`
+	Message string `json:"message"`
+}
+
+var schemaPrinter = message.NewPrinter(language.English)
+
+// SchemaErrors validates value against s and lists why it fails: the leaves
+// of the validation error tree (the causes, "missing property id", rather
+// than their containers, "allOf failed"), at most limit of them; nil when
+// the value is valid. The error is for a value that is not JSON.
+func SchemaErrors(s *jsonschema.Schema, value json.RawMessage, limit int) ([]SchemaError, error) {
+	err := ValidateValue(s, value)
+	if err == nil {
+		return nil, nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil, err
+	}
+	out := []SchemaError{}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(out) >= limit {
+			return
+		}
+		if len(e.Causes) == 0 {
+			out = append(out, SchemaError{
+				Path:    Pointer(e.InstanceLocation...),
+				Keyword: Pointer(e.ErrorKind.KeywordPath()...),
+				Message: e.ErrorKind.LocalizedString(schemaPrinter),
+			})
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return out, nil
 }
 
 // SchemaByName returns the schema a port schema name stands for: the named

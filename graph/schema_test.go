@@ -120,3 +120,41 @@ func TestResolvePointer(t *testing.T) {
 		require.Equal(t, tc.want, got, tc.p)
 	}
 }
+
+// TestSchemaErrorsListEveryViolation covers the keywords of the tool input
+// subset (SPEC §7: type, enum, required, properties, additionalProperties,
+// items), which the agent harness checks with SchemaErrors before a tool
+// runs, and the limit on what is listed.
+func TestSchemaErrorsListEveryViolation(t *testing.T) {
+	schema, err := CompileSchema(json.RawMessage(`{"type":"object","required":["title","tags"],"additionalProperties":false,
+		"properties":{"title":{"type":"string"},"n":{"type":["integer","null"]},"kind":{"enum":["a","b"]},
+		"tags":{"type":"array","items":{"type":"string"}},"meta":{"type":"object","additionalProperties":{"type":"number"}}}}`))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		input string
+		want  []string // path keyword
+	}{
+		{`{"title":"x","tags":[]}`, nil},
+		{`{"title":"x","tags":["a"],"n":3,"kind":"b","meta":{"w":1.5}}`, nil},
+		{`{"title":"x","tags":[],"n":null,"m~/":{}}`, []string{" /additionalProperties"}},
+		{`{"tags":[]}`, []string{" /required"}},
+		{`{"title":1,"tags":[2],"n":1.5,"kind":"c","tenantId":"t2","meta":{"w":"x"}}`, []string{
+			" /additionalProperties", "/kind /enum", "/meta/w /type", "/n /type", "/tags/0 /type", "/title /type"}},
+		{`[1]`, []string{" /type"}},
+		{`1e3`, []string{" /type"}},
+	} {
+		errs, err := SchemaErrors(schema, json.RawMessage(tc.input), 20)
+		require.NoError(t, err, tc.input)
+		var got []string
+		for _, e := range errs {
+			require.NotEmpty(t, e.Message)
+			got = append(got, e.Path+" "+e.Keyword)
+		}
+		require.ElementsMatch(t, tc.want, got, tc.input)
+	}
+	errs, err := SchemaErrors(schema, json.RawMessage(`{"title":1,"tags":[2],"n":1.5,"kind":"c"}`), 2)
+	require.NoError(t, err)
+	require.Len(t, errs, 2)
+	_, err = SchemaErrors(schema, json.RawMessage(`{"title":"x","tags":[]} {}`), 20)
+	require.Error(t, err, "more than one value is not JSON")
+}

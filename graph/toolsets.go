@@ -2,8 +2,13 @@ package graph
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // This file holds the checks a document's toolsets get when it reaches the
@@ -88,6 +93,74 @@ func EmptyToolsIssues(raw json.RawMessage) []Issue {
 		if blank(n.Tools) {
 			out = append(out, Issue{Code: CodeInvalidToolsPath, Path: nodePath(i, "tools"), Message: "tools must name a toolset; it is empty"})
 		}
+	}
+	return out
+}
+
+// ToolsetSummaryProblem returns why s cannot be a toolset summary, or ""
+// (an empty summary is not a problem here: see ToolsetWarnings). A summary
+// is one line (no line break), at most Limits.MaxToolsetSummaryChars
+// characters, without other control characters, and not blank once
+// present.
+func ToolsetSummaryProblem(s string) string {
+	if s == "" {
+		return ""
+	}
+	switch n := utf8.RuneCountInString(s); {
+	case strings.TrimSpace(s) == "":
+		return "must not be blank"
+	case strings.ContainsAny(s, "\r\n\u2028\u2029\u0085"):
+		return "must be one line"
+	case n > DefaultLimits.MaxToolsetSummaryChars:
+		return fmt.Sprintf("has %d characters; the limit is %d", n, DefaultLimits.MaxToolsetSummaryChars)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return "must not contain control characters"
+	}
+	return ""
+}
+
+// ToolsetWarnings returns a MISSING_TOOLSET_SUMMARY warning for every
+// toolset of doc without a summary, in name order. Warnings never refuse
+// anything: drafts and revisions saved before summaries existed keep
+// working (dry-run, publication and `weft validate` show the warning and
+// ask for a summary). It never returns nil.
+func ToolsetWarnings(doc *Document) []Issue {
+	out := []Issue{}
+	if doc == nil {
+		return out
+	}
+	for _, name := range slices.Sorted(maps.Keys(doc.Toolsets)) {
+		if doc.Toolsets[name].Summary == "" {
+			out = append(out, Issue{Code: CodeMissingToolsetSummary, Path: Pointer("toolsets", name, "summary"),
+				Message: fmt.Sprintf("toolset %q has no summary: add one line (at most %d characters) saying what its tools are for; it is shown to the agent with the tool list",
+					name, DefaultLimits.MaxToolsetSummaryChars)})
+		}
+	}
+	return out
+}
+
+// RequireToolsetSummaries returns a MISSING_TOOLSET_SUMMARY issue for every
+// toolset of doc without a summary that is new: not among the toolsets
+// without a summary of previous (the draft being replaced; nil when there
+// is none). A draft save refuses them, so new toolsets always carry a
+// summary while a draft saved before summaries existed can still be edited.
+func RequireToolsetSummaries(doc, previous *Document) []Issue {
+	out := []Issue{}
+	if doc == nil {
+		return out
+	}
+	for _, name := range slices.Sorted(maps.Keys(doc.Toolsets)) {
+		if doc.Toolsets[name].Summary != "" {
+			continue
+		}
+		if previous != nil {
+			if old, ok := previous.Toolsets[name]; ok && old.Summary == "" {
+				continue
+			}
+		}
+		out = append(out, Issue{Code: CodeMissingToolsetSummary, Path: Pointer("toolsets", name, "summary"),
+			Message: fmt.Sprintf("toolset %q needs a summary: one line (at most %d characters) saying what its tools are for",
+				name, DefaultLimits.MaxToolsetSummaryChars)})
 	}
 	return out
 }

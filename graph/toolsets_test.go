@@ -2,6 +2,7 @@ package graph
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -79,4 +80,99 @@ func TestEffectiveToolsetNodeOverridesDefault(t *testing.T) {
 
 	_, _, ok = EffectiveToolset(doc, doc.Nodes[2]) // an action node
 	require.False(t, ok)
+}
+
+func TestToolsetSummaryRules(t *testing.T) {
+	long := strings.Repeat("é", DefaultLimits.MaxToolsetSummaryChars)
+	for s, ok := range map[string]bool{
+		"":                    true, // absent: a warning, not an issue
+		"Look orders up.":     true,
+		long:                  true,
+		long + "x":            false,
+		"two\nlines":          false,
+		"carriage\rreturn":    false,
+		"line\u2028separator": false,
+		"tab\there":           false,
+		"   ":                 false,
+		"bell\x07":            false,
+	} {
+		require.Equal(t, ok, ToolsetSummaryProblem(s) == "", "%q: %s", s, ToolsetSummaryProblem(s))
+	}
+
+	doc := exampleDoc(t)
+	doc.Toolsets = map[string]Toolset{
+		"ok":      {Tools: []string{"core.echo@1"}, Skill: "s", Summary: "Echo things."},
+		"old":     {Tools: []string{"core.echo@1"}, Skill: "s"},
+		"multi":   {Tools: []string{"core.echo@1"}, Skill: "s", Summary: "one\ntwo"},
+		"toolong": {Tools: []string{"core.echo@1"}, Skill: "s", Summary: long + "!"},
+	}
+	got := map[string]string{}
+	for _, is := range Validate(doc, testCatalog()) {
+		got[is.Path] = is.Code
+	}
+	// A bad summary is an issue with its own code (and so a toolset issue a
+	// draft save refuses); a missing one is not an issue at all.
+	require.Equal(t, map[string]string{
+		"/toolsets/multi/summary":   CodeInvalidToolsetSummary,
+		"/toolsets/toolong/summary": CodeInvalidToolsetSummary,
+	}, got)
+	require.Len(t, ToolsetIssues(doc, testCatalog()), 2)
+
+	warnings := ToolsetWarnings(doc)
+	require.Len(t, warnings, 1)
+	require.Equal(t, CodeMissingToolsetSummary, warnings[0].Code)
+	require.Equal(t, "/toolsets/old/summary", warnings[0].Path)
+	require.Empty(t, ToolsetWarnings(nil))
+
+	// A dry-run shows the warning and stays valid.
+	delete(doc.Toolsets, "multi")
+	delete(doc.Toolsets, "toolong")
+	res := DryRun(doc, testCatalog())
+	require.True(t, res.Valid, "%v", res.Issues)
+	require.Equal(t, warnings, res.Warnings)
+
+	// A draft save requires summaries of new toolsets only: a toolset the
+	// replaced draft already held without one keeps working.
+	require.Len(t, RequireToolsetSummaries(doc, nil), 1)
+	previous := &Document{Toolsets: map[string]Toolset{"old": {Skill: "s"}}}
+	require.Empty(t, RequireToolsetSummaries(doc, previous))
+	previous.Toolsets["old"] = Toolset{Skill: "s", Summary: "Had one."}
+	require.Len(t, RequireToolsetSummaries(doc, previous), 1, "a summary once given is required from then on")
+}
+
+func TestToolsetSummaryIsInTheChecksum(t *testing.T) {
+	base := genGraph(3, 1)
+	c1, issues := Compile(base, testCatalog())
+	require.Empty(t, issues)
+
+	with := cloneDoc(t, base)
+	ts := with.Toolsets["ops"]
+	ts.Summary = "Echo and sleep."
+	with.Toolsets["ops"] = ts
+	c2, issues := Compile(with, testCatalog())
+	require.Empty(t, issues)
+	require.NotEqual(t, c1.Checksum, c2.Checksum, "the summary is pinned content")
+
+	other := cloneDoc(t, with)
+	ts.Summary = "Sleep and echo."
+	other.Toolsets["ops"] = ts
+	c3, issues := Compile(other, testCatalog())
+	require.Empty(t, issues)
+	require.NotEqual(t, c2.Checksum, c3.Checksum)
+
+	// A toolset without a summary encodes as it did before summaries
+	// existed, so revisions published earlier keep their checksums.
+	b, err := Canonical(base.Toolsets)
+	require.NoError(t, err)
+	require.Equal(t, `{"ops":{"skill":"Use the tools sparingly.","tools":["core.echo@1","core.sleep@1"]}}`, string(b))
+	b, err = Canonical(*with)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"toolsets":{"ops":{"skill":"Use the tools sparingly.","summary":"Echo and sleep.","tools":["core.echo@1","core.sleep@1"]}}`)
+
+	// The decoder reads it back.
+	raw, err := json.Marshal(with)
+	require.NoError(t, err)
+	doc, err := Decode(raw)
+	require.NoError(t, err)
+	require.Equal(t, "Echo and sleep.", doc.Toolsets["ops"].Summary)
 }

@@ -108,10 +108,16 @@ type Retry struct {
 	MaxIntervalMs     int     `json:"maxIntervalMs,omitempty"`
 }
 
-// Toolset is a captured toolset folder: the tools offered and the pinned skill text.
+// Toolset is a captured toolset folder: the tools offered, a one-line
+// summary shown to the agent with the tool list, and the pinned skill text.
 type Toolset struct {
 	Tools []string `json:"tools"`
 	Skill string   `json:"skill"`
+	// Summary is one line of at most MaxToolsetSummaryChars characters
+	// saying what the tools are for. It is content (pinned, in the
+	// checksum). Required for new toolsets; drafts and revisions saved
+	// before it existed have none (ToolsetWarnings reports them).
+	Summary string `json:"summary,omitempty"`
 }
 
 // Issue is one validation finding.
@@ -138,6 +144,15 @@ const (
 	CodeInvalidMapping        = "INVALID_MAPPING"
 	CodeUnknownVariable       = "UNKNOWN_VARIABLE"
 	CodeInvalidToolsPath      = "INVALID_TOOLS_PATH"
+	// CodeInvalidToolsetSummary: a toolset summary that is not one line of
+	// at most Limits.MaxToolsetSummaryChars characters (or holds control
+	// characters).
+	CodeInvalidToolsetSummary = "INVALID_TOOLSET_SUMMARY"
+	// CodeMissingToolsetSummary is a warning (ToolsetWarnings), never an
+	// issue: a toolset without a summary, saved before summaries existed,
+	// keeps working; new toolsets are refused without one when a draft is
+	// saved (see RequireToolsetSummaries).
+	CodeMissingToolsetSummary = "MISSING_TOOLSET_SUMMARY"
 	// CodeInvalidNode covers structural problems the codes above do not name
 	// (unknown kind, a missing required field, a bad id).
 	CodeInvalidNode = "INVALID_NODE"
@@ -181,6 +196,11 @@ type AgentContract struct {
 	RequiredPermissions []string        `json:"requiredPermissions,omitempty"`
 	// Hash is the sha256 of the revision's canonical content.
 	Hash string `json:"hash"`
+	// Skills are the tenant skill revisions the agent revision lists, in its
+	// order, each with the content hash publication pinned (the catalog
+	// loads them without; validation resolves and fills it). Absent for an
+	// agent that lists none, so earlier checksums are unchanged.
+	Skills []PinnedSkill `json:"skills,omitempty"`
 	// Instructions is the revision's instructions template, as loaded for
 	// the resolver: the scopes of its variables become RequiredPermissions
 	// (SPEC §6). It is never pinned, encoded or part of a checksum; the Hash
@@ -188,9 +208,35 @@ type AgentContract struct {
 	Instructions string `json:"-"`
 }
 
+// SkillRef names one exact revision of a tenant skill.
+type SkillRef struct {
+	Key      string `json:"key"`
+	Revision int    `json:"revision"`
+}
+
+// PinnedSkill is a skill revision an agent revision lists, with the content
+// hash publication pinned (empty until validation resolves it).
+type PinnedSkill struct {
+	Key      string `json:"key"`
+	Revision int    `json:"revision"`
+	Hash     string `json:"hash,omitempty"`
+}
+
+// SkillContract is what the catalog knows of one skill revision.
+type SkillContract struct {
+	Key      string
+	Revision int
+	// Hash is the sha256 of the revision's canonical content.
+	Hash string
+	// Archived skills are refused by new publications (MISSING_DEPENDENCY).
+	Archived bool
+}
+
 // Catalog resolves a document's dependencies. Implementations are in-memory
 // snapshots the caller loaded beforehand; graph never performs I/O.
 type Catalog interface {
 	Action(id string, version int) (ActionContract, bool)
 	Agent(key string, revision int) (AgentContract, bool)
+	// Skill resolves a tenant skill revision an agent revision lists.
+	Skill(key string, revision int) (SkillContract, bool)
 }

@@ -3,6 +3,7 @@ package graph
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -198,8 +199,8 @@ func (a *analysis) checkSizes() {
 }
 
 func (a *analysis) checkSchemas() {
-	for _, name := range sortedKeys(a.doc.Schemas) {
-		path := ptr("schemas", name)
+	for _, name := range slices.Sorted(maps.Keys(a.doc.Schemas)) {
+		path := Pointer("schemas", name)
 		switch {
 		case name == AnySchema:
 			a.add(CodeInvalidSchema, path, "%q is reserved for the schema that accepts every value", AnySchema)
@@ -220,14 +221,17 @@ func (a *analysis) checkSchemas() {
 }
 
 func (a *analysis) checkToolsets() {
-	for _, name := range sortedKeys(a.doc.Toolsets) {
-		path := ptr("toolsets", name)
+	for _, name := range slices.Sorted(maps.Keys(a.doc.Toolsets)) {
+		path := Pointer("toolsets", name)
 		if msg := toolsetNameProblem(name); msg != "" {
 			a.add(CodeInvalidToolsPath, path, "toolset name %s", msg)
 		}
 		ts := a.doc.Toolsets[name]
 		if strings.TrimSpace(ts.Skill) == "" {
 			a.add(CodeInvalidToolsPath, path+"/skill", "toolset skill text must not be empty")
+		}
+		if msg := ToolsetSummaryProblem(ts.Summary); msg != "" {
+			a.add(CodeInvalidToolsetSummary, path+"/summary", "toolset %q: summary %s", name, msg)
 		}
 		for j, t := range ts.Tools {
 			tp := fmt.Sprintf("%s/tools/%d", path, j)
@@ -320,8 +324,33 @@ func (a *analysis) resolveAgent(ref AgentRef, path string) (AgentContract, bool)
 		a.add(CodeMissingDependency, path, "agent %s is archived", ref)
 		return AgentContract{}, false
 	}
+	c.Skills = a.resolveAgentSkills(c, path)
 	a.agents[ref] = c
 	return c, true
+}
+
+// resolveAgentSkills pins the tenant skill revisions an agent revision
+// lists (their content hashes go into the checksum) and reports, at the
+// agent reference's path, one that is not stored or is archived
+// (MISSING_DEPENDENCY). Published revisions keep the skills they pinned.
+func (a *analysis) resolveAgentSkills(c AgentContract, path string) []PinnedSkill {
+	if len(c.Skills) == 0 {
+		return nil
+	}
+	agent := AgentRef{Key: c.Key, Revision: c.Revision}
+	pinned := make([]PinnedSkill, 0, len(c.Skills))
+	for _, s := range c.Skills {
+		ref := SkillRef{Key: s.Key, Revision: s.Revision}
+		sc, ok := a.cat.Skill(s.Key, s.Revision)
+		switch {
+		case !ok || sc.Key != s.Key || sc.Revision != s.Revision:
+			a.add(CodeMissingDependency, path, "agent %s lists skill %s, which is not stored", agent, ref)
+		case sc.Archived:
+			a.add(CodeMissingDependency, path, "agent %s lists skill %s, which is archived", agent, ref)
+		}
+		pinned = append(pinned, PinnedSkill{Key: s.Key, Revision: s.Revision, Hash: sc.Hash})
+	}
+	return pinned
 }
 
 // addPerms records permissions a node needs, sorted and distinct.

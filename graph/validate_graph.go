@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -73,8 +74,7 @@ func (a *analysis) checkWiring() {
 			continue
 		}
 		total := 0
-		var kb [8]string
-		for _, p := range sortedKeysBuf(kb[:], n.Inputs) {
+		for _, p := range slices.Sorted(maps.Keys(n.Inputs)) {
 			c := a.incoming[portKey{i, p}]
 			total += c
 			if c == 0 {

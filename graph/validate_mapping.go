@@ -2,6 +2,8 @@ package graph
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -25,8 +27,7 @@ func (a *analysis) checkMapping(i int, n Node) {
 	if c := len(n.Mapping); c > DefaultLimits.MaxMappingEntries {
 		a.add(CodeLimitExceeded, nodePath(i, "mapping"), "%d mapping entries; the limit is %d", c, DefaultLimits.MaxMappingEntries)
 	}
-	var kb [8]string
-	for _, key := range sortedKeysBuf(kb[:], n.Mapping) {
+	for _, key := range slices.Sorted(maps.Keys(n.Mapping)) {
 		a.checkMappingEntry(n, mappingPath{i, key}, key, n.Mapping[key])
 	}
 }
@@ -40,7 +41,7 @@ type mappingPath struct {
 
 // at is the pointer of the entry followed by raw tokens.
 func (p mappingPath) at(tokens ...string) string {
-	return nodePath(p.node, "mapping") + "/" + escapeToken(p.key) + ptr(tokens...)
+	return nodePath(p.node, "mapping") + "/" + EscapePointerToken(p.key) + Pointer(tokens...)
 }
 
 func (a *analysis) checkMappingEntry(n Node, path mappingPath, key string, m Mapping) {
@@ -81,8 +82,7 @@ func (a *analysis) checkTemplate(n Node, path mappingPath, tmpl string, bindings
 		a.add(CodeLimitExceeded, path.at("template"), "template has %d characters; the limit is %d", c, DefaultLimits.MaxTemplateChars)
 		return
 	}
-	var kb [8]string
-	for _, k := range sortedKeysBuf(kb[:], bindings) {
+	for _, k := range slices.Sorted(maps.Keys(bindings)) {
 		if !validBindingKey(k) {
 			a.add(CodeInvalidMapping, path.at("bindings", k), "binding key %q must be a variable key or binding name (%s)", k, bindingKeyPattern)
 		}
@@ -117,7 +117,7 @@ func (a *analysis) checkPortPointer(n Node, p string, path mappingPath, sub ...s
 	}
 	if _, ok := n.Inputs[first]; !ok {
 		a.add(CodeInvalidMapping, path.at(sub...), "pointer %q starts at %q, which is not an input port of node %q (input ports: %s)",
-			p, first, n.ID, strings.Join(sortedKeys(n.Inputs), ", "))
+			p, first, n.ID, strings.Join(slices.Sorted(maps.Keys(n.Inputs)), ", "))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -73,8 +74,7 @@ func (a *analysis) checkPortNames(i int, n Node) {
 		field string
 		ports map[string]string
 	}{{"inputs", n.Inputs}, {"outputs", n.Outputs}} {
-		var kb [8]string
-		for _, p := range sortedKeysBuf(kb[:], side.ports) {
+		for _, p := range slices.Sorted(maps.Keys(side.ports)) {
 			if !validIdent(p) {
 				a.add(CodeInvalidNode, nodePath(i, side.field, p), "port name %q must match %s", p, identPattern)
 			}
@@ -95,8 +95,7 @@ func (a *analysis) checkPortShape(i int, n Node, rule portRule) {
 	case rule.inputs == atLeastOne && len(n.Inputs) == 0:
 		a.add(CodeInvalidNode, nodePath(i, "inputs"), "%s nodes need at least one input port", n.Kind)
 	}
-	var kb [8]string
-	for _, p := range sortedKeysBuf(kb[:], n.Outputs) {
+	for _, p := range slices.Sorted(maps.Keys(n.Outputs)) {
 		if !slices.Contains(rule.outputs, p) {
 			a.add(CodeInvalidNode, nodePath(i, "outputs", p), "%s nodes have no output port %q (%s)", n.Kind, p, describePorts(rule.outputs))
 		}
@@ -338,5 +337,5 @@ func fmtPorts(ports map[string]string) string {
 	if len(ports) == 0 {
 		return "none"
 	}
-	return fmt.Sprint(sortedKeys(ports))
+	return fmt.Sprint(slices.Sorted(maps.Keys(ports)))
 }

@@ -262,7 +262,7 @@ func (c *yamlConverter) convert(n ast.Node, path string, depth int) (any, error)
 				}
 				return nil, err
 			}
-			member := path + "/" + escapeToken(key)
+			member := path + "/" + EscapePointerToken(key)
 			if _, dup := obj.values[key]; dup {
 				if c.lenient {
 					continue

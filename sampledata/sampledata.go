@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -204,7 +205,7 @@ func (g generator) merge(f *flat, s any, root any, depth int) (bool, error) {
 				constrained = constrained || c
 			}
 		}
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			v := t[k]
 			switch k {
 			case "$ref", "allOf", "anyOf", "oneOf", "$defs", "definitions", "$schema", "$id", "$comment",
@@ -371,7 +372,7 @@ func (g generator) object(f *flat, depth int) (any, error) {
 		}
 	}
 	if minProps, ok := toFloat(f.obj["minProperties"]); ok {
-		for _, name := range sortedKeys(f.props) {
+		for _, name := range slices.Sorted(maps.Keys(f.props)) {
 			if float64(len(out)) >= minProps {
 				break
 			}
@@ -571,15 +572,6 @@ func resolveRef(root any, ref string) (any, error) {
 		}
 	}
 	return cur, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func abbreviate(b []byte) string {

@@ -5,13 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
-
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/failure"
@@ -102,77 +97,28 @@ type InputIssue struct {
 // validateInput checks input against the schema of the input node's out
 // port. A compiled revision always has exactly one input node; its absence
 // means a corrupt revision and is an internal error, not the caller's.
-func validateInput(c *graph.Compiled, input json.RawMessage) error {
-	node, ok := c.Document.InputNode()
-	if !ok {
-		return failure.New(failure.CodeInternal, "revision %s has no input node", c.Checksum)
-	}
-	name := node.Outputs["out"]
-	raw, ok := c.Document.SchemaByName(name)
-	if !ok {
-		return failure.New(failure.CodeInternal, "revision %s: input schema %q is missing", c.Checksum, name)
-	}
-	schema, err := graph.CompileSchema(raw)
-	if err != nil {
-		return failure.Wrap(err, failure.CodeInternal, "revision %s: input schema does not compile", c.Checksum)
-	}
-	err = graph.ValidateValue(schema, input)
-	if err == nil {
+func validateInput(p *pinned, input json.RawMessage) error {
+	errs, err := graph.SchemaErrors(p.input, input, maxInputIssues+1)
+	if err == nil && errs == nil {
 		return nil
 	}
-	var ve *jsonschema.ValidationError
 	issues := []InputIssue{}
-	if errors.As(err, &ve) {
-		issues = leafIssues(ve, issues)
-	} else {
+	for _, e := range errs {
+		issues = append(issues, InputIssue{Path: e.Path, Message: e.Message})
+	}
+	if err != nil {
 		issues = append(issues, InputIssue{Path: "", Message: err.Error()})
 	}
 	truncated := len(issues) > maxInputIssues
 	if truncated {
 		issues = issues[:maxInputIssues]
 	}
-	details := map[string]any{"node": node.ID, "schema": name, "errors": issues}
+	details := map[string]any{"node": p.inputNode, "schema": p.inputName, "errors": issues}
 	if truncated {
 		details["truncated"] = true
 	}
-	return failure.New(failure.CodeInvalidInput, "input does not match the schema %q of input node %q", name, node.ID).
+	return failure.New(failure.CodeInvalidInput, "input does not match the schema %q of input node %q", p.inputName, p.inputNode).
 		WithDetails(details)
-}
-
-var printer = message.NewPrinter(language.English)
-
-// leafIssues flattens a validation error tree to its leaves: the causes
-// ("missing property id") rather than their containers ("allOf failed").
-func leafIssues(ve *jsonschema.ValidationError, out []InputIssue) []InputIssue {
-	if len(ve.Causes) == 0 {
-		return append(out, InputIssue{Path: pointer(ve.InstanceLocation), Message: ve.ErrorKind.LocalizedString(printer)})
-	}
-	for _, c := range ve.Causes {
-		out = leafIssues(c, out)
-		if len(out) > maxInputIssues {
-			return out
-		}
-	}
-	return out
-}
-
-// pointer renders tokens as an RFC 6901 JSON pointer.
-func pointer(tokens []string) string {
-	var b bytes.Buffer
-	for _, t := range tokens {
-		b.WriteByte('/')
-		for _, r := range t {
-			switch r {
-			case '~':
-				b.WriteString("~0")
-			case '/':
-				b.WriteString("~1")
-			default:
-				b.WriteRune(r)
-			}
-		}
-	}
-	return b.String()
 }
 
 // checkPermissions refuses a live run whose permission snapshot lacks any

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	lru "github.com/hashicorp/golang-lru/v2"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -77,6 +78,12 @@ type Deps struct {
 	// would publish. Nil uses the store for agents and published actions,
 	// as api.New does.
 	Resolver *catalog.Resolver
+	// EagerStart asks Temporal to hand a run's first workflow task straight
+	// back to a worker of this process (StartWorkflowOptions.
+	// EnableEagerStart), saving the round trip through the task queue. Set
+	// it only where a worker polls TaskQueue through the same client
+	// (`weft dev`); otherwise the server just starts the run as usual.
+	EagerStart bool
 	// Durability goes into every run's parameters (config
 	// WEFT_LEASE_TIMEOUT, WEFT_INFRA_MAX_*); zero fields take
 	// execution.DefaultDurability.
@@ -93,6 +100,8 @@ type Starter struct {
 	log       *slog.Logger
 	resolver  *catalog.Resolver
 	durable   execution.Durability
+	eager     bool
+	pinned    *lru.Cache[pinnedKey, *pinned] // revisions.go
 }
 
 // New returns a Starter. Store, Temporal and TaskQueue are required.
@@ -118,7 +127,7 @@ func New(d Deps) (*Starter, error) {
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,
 		uiURL: strings.TrimRight(d.UIURL, "/"), namespace: d.Namespace,
 		log: d.Logger.With("component", "starter"), resolver: d.Resolver,
-		durable: d.Durability.WithDefaults(),
+		durable: d.Durability.WithDefaults(), eager: d.EagerStart, pinned: newPinnedCache(),
 	}, nil
 }
 
@@ -234,16 +243,20 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	}
 
 	var rev store.Revision
-	var compiled *graph.Compiled
+	var p *pinned
 	if req.DraftRevision != nil {
-		compiled, err = s.compileDraft(ctx, tc.TenantID, tc.Permissions, req.WorkflowKey, *req.DraftRevision)
+		var draft *graph.Compiled
+		if draft, err = s.compileDraft(ctx, tc.TenantID, tc.Permissions, req.WorkflowKey, *req.DraftRevision); err == nil {
+			p, err = pin(draft)
+		}
 	} else {
-		rev, compiled, err = s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision)
+		rev, p, err = s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision)
 	}
 	if err != nil {
 		return Accepted{}, err
 	}
-	if err := validateInput(compiled, input); err != nil {
+	compiled := p.compiled
+	if err := validateInput(p, input); err != nil {
 		return Accepted{}, err
 	}
 	// A live run needs every node's permissions in the snapshot. A
@@ -340,7 +353,7 @@ func (s *Starter) issue(ctx context.Context, bound store.Run, tc Trusted, create
 		if latest, err := s.store.GetRun(ctx, bound.TenantID, bound.RunID); err == nil {
 			bound = latest
 		}
-	case bound.Status == execution.StatusThrottled, Terminal(bound.Status):
+	case bound.Status == execution.StatusThrottled, execution.Terminal(bound.Status):
 		// Waiting for the dispatcher, or finished: nothing to start.
 	default:
 		if err := s.start(ctx, bound); err != nil {
@@ -404,7 +417,7 @@ func checkRequest(req *Request) (execution.Mode, error) {
 }
 
 // resolve finds the revision to run: the one named, or the latest published.
-func (s *Starter) resolve(ctx context.Context, tenant, key string, n *int) (store.Revision, *graph.Compiled, error) {
+func (s *Starter) resolve(ctx context.Context, tenant, key string, n *int) (store.Revision, *pinned, error) {
 	var rev store.Revision
 	var err error
 	if n != nil {
@@ -421,11 +434,11 @@ func (s *Starter) resolve(ctx context.Context, tenant, key string, n *int) (stor
 	if err != nil {
 		return store.Revision{}, nil, fmt.Errorf("starter: resolve revision: %w", err)
 	}
-	compiled, err := s.store.GetCompiled(ctx, tenant, rev.Checksum)
+	p, err := s.pinnedRevision(ctx, tenant, rev.Checksum) // revisions.go
 	if err != nil {
-		return store.Revision{}, nil, fmt.Errorf("starter: load compiled revision %s: %w", rev.Checksum, err)
+		return store.Revision{}, nil, err
 	}
-	return rev, compiled, nil
+	return rev, p, nil
 }
 
 // notPublished tells a workflow that does not exist (404) from one that
@@ -511,20 +524,14 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 			devserver.KeyMode.ValueSet(run.Mode),
 			devserver.KeyRevision.ValueSet(int64(run.Revision)),
 		),
-		StaticSummary: runSummary(run),
-		StaticDetails: fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
+		EnableEagerStart: s.eager,
+		StaticSummary:    runSummary(run),
+		StaticDetails:    fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
 	}
-	we, err := s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)
-	if err != nil {
-		return err
-	}
-	if run.TemporalRunID == "" {
-		if err := s.store.SetTemporalRunID(ctx, run.RunID, we.GetRunID()); err != nil {
-			// The run is started; only the UI link lacks its run id.
-			s.log.Warn("record temporal run id", "run", run.RunID, "err", err)
-		}
-	}
-	return nil
+	// The run row learns its Temporal run id from the interpreter's first
+	// append (RunUpdate.TemporalRunID), not from a write here.
+	_, err = s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)
+	return err
 }
 
 // inputValue is the run input as the workflow receives it: inline, or a
@@ -534,15 +541,11 @@ func (s *Starter) inputValue(ctx context.Context, run store.Run) (execution.Valu
 	if len(run.Input) <= MaxInlineInput {
 		return execution.Value{Inline: run.Input}, nil
 	}
-	compiled, err := s.store.GetCompiled(ctx, run.TenantID, run.Checksum)
+	p, err := s.pinnedRevision(ctx, run.TenantID, run.Checksum)
 	if err != nil {
-		return execution.Value{}, fmt.Errorf("load compiled revision: %w", err)
+		return execution.Value{}, err
 	}
-	node, ok := compiled.Document.InputNode()
-	if !ok {
-		return execution.Value{}, fmt.Errorf("revision %s has no input node", run.Checksum)
-	}
-	ref, err := s.store.PutValue(ctx, run.TenantID, run.RunID, node.ID, "out", run.Input)
+	ref, err := s.store.PutValue(ctx, run.TenantID, run.RunID, p.inputNode, "out", run.Input)
 	if err != nil {
 		return execution.Value{}, fmt.Errorf("store large input: %w", err)
 	}
@@ -637,7 +640,7 @@ func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by executi
 	if err != nil {
 		return fmt.Errorf("starter: get run: %w", err)
 	}
-	if Terminal(run.Status) {
+	if execution.Terminal(run.Status) {
 		return failure.New(failure.CodeRunNotActive, "run %s is already %s", run.RunID, run.Status).
 			WithDetails(map[string]any{"status": run.Status})
 	}
@@ -658,7 +661,7 @@ func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by executi
 		if run, err = s.store.GetRun(ctx, tenantID, runID); err != nil {
 			return fmt.Errorf("starter: get run: %w", err)
 		}
-		if Terminal(run.Status) {
+		if execution.Terminal(run.Status) {
 			return failure.New(failure.CodeRunNotActive, "run %s is already %s", run.RunID, run.Status).
 				WithDetails(map[string]any{"status": run.Status})
 		}
@@ -688,15 +691,6 @@ func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by executi
 
 func (s *Starter) cancel(ctx context.Context, workflowID, reason string) error {
 	return s.temporal.CancelWorkflowWithOptions(ctx, client.CancelWorkflowOptions{WorkflowID: workflowID, Reason: reason})
-}
-
-// Terminal reports whether a run status is final.
-func Terminal(status string) bool {
-	switch status {
-	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
-		return true
-	}
-	return false
 }
 
 func nonNil(s []string) []string {

@@ -273,14 +273,16 @@ func (s *Store) AgentName(ctx context.Context, tenantID, agentKey string) (strin
 
 // agentContractContent is the part of a stored definition publication pins.
 type agentContractContent struct {
-	OutputSchema json.RawMessage `json:"outputSchema"`
-	AllowedTools []string        `json:"allowedTools"`
-	Instructions string          `json:"instructions"`
+	OutputSchema json.RawMessage  `json:"outputSchema"`
+	AllowedTools []string         `json:"allowedTools"`
+	Instructions string           `json:"instructions"`
+	Skills       []graph.SkillRef `json:"skills"`
 }
 
 // AgentContracts implements catalog.AgentSource: the contracts of those refs
 // that exist in the tenant, archived ones marked Archived (validation then
-// refuses them as MISSING_DEPENDENCY), with their instructions template.
+// refuses them as MISSING_DEPENDENCY), with their instructions template and
+// the skills they list (unpinned: SkillContracts resolves them).
 // The store sets no RequiredPermissions: its tools are filtered by the run's
 // permission snapshot when it runs (a withheld tool is tool.denied), and
 // the scopes of its instructions' variables are added by the resolver,
@@ -314,6 +316,10 @@ func (s *Store) AgentContracts(ctx context.Context, tenantID string, refs []grap
 		}
 		c.OutputSchema, c.AllowedTools, c.RequiredPermissions = body.OutputSchema, body.AllowedTools, []string{}
 		c.Instructions = body.Instructions
+		for _, sk := range body.Skills {
+			// Validation resolves each one and pins its content hash.
+			c.Skills = append(c.Skills, graph.PinnedSkill{Key: sk.Key, Revision: sk.Revision})
+		}
 		if c.AllowedTools == nil {
 			c.AllowedTools = []string{}
 		}

@@ -33,7 +33,16 @@ type Schedule struct {
 	ScheduleID  string
 	WorkflowKey string
 	Spec        ScheduleSpec
-	Input       json.RawMessage
+	// Input is the run input of every firing, as written: string values
+	// hold {{ }} templates when InputTemplated (resolved at each firing;
+	// the row keeps them raw).
+	Input json.RawMessage
+	// InputBindings are the explicit record bindings templates resolve
+	// with (e.g. {"agentId": "triage"}); empty when none.
+	InputBindings map[string]string
+	// InputTemplated is set for a schedule created with templates in its
+	// input; the input of other schedules is literal.
+	InputTemplated bool
 	// Paused is the state the schedule was created in; Temporal holds the
 	// live state.
 	Paused bool
@@ -144,13 +153,22 @@ func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, erro
 	if len(input) == 0 {
 		input = json.RawMessage("null")
 	}
+	bindings := sc.InputBindings
+	if bindings == nil {
+		bindings = map[string]string{}
+	}
+	rawBindings, err := json.Marshal(bindings)
+	if err != nil {
+		return Schedule{}, err
+	}
 	row := s.Pool.QueryRow(ctx, `INSERT INTO schedules
 		(tenant_id, schedule_id, workflow_key, spec, input, paused, created_by, tenant_name, scopes, temporal_schedule_id,
-		 tool_policy, tool_policy_updated_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $7)
+		 tool_policy, tool_policy_updated_by, input_bindings, input_templated)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $7, $12, $13)
 		RETURNING `+scheduleColumns,
 		sc.TenantID, sc.ScheduleID, sc.WorkflowKey, spec, []byte(input), sc.Paused, sc.CreatedBy,
-		sc.TenantName, nonNilScopes(sc.Scopes), sc.TemporalScheduleID, nonNilScopes(sc.ToolPolicy))
+		sc.TenantName, nonNilScopes(sc.Scopes), sc.TemporalScheduleID, nonNilScopes(sc.ToolPolicy),
+		rawBindings, sc.InputTemplated)
 	out, err := scanSchedule(row)
 	switch {
 	case isForeignKeyViolation(err):
@@ -164,23 +182,83 @@ func (s *Store) CreateSchedule(ctx context.Context, sc Schedule) (Schedule, erro
 }
 
 const scheduleColumns = `tenant_id, schedule_id, workflow_key, spec, input, paused, created_by, tenant_name,
-	scopes, temporal_schedule_id, tool_policy, tool_policy_updated_by, tool_policy_updated_at, created_at, deleted_at`
+	scopes, temporal_schedule_id, tool_policy, tool_policy_updated_by, tool_policy_updated_at, created_at, deleted_at,
+	input_bindings, input_templated`
 
 func scanSchedule(row pgx.Row) (Schedule, error) {
 	var sc Schedule
-	var spec []byte
+	var spec, bindings []byte
 	err := row.Scan(&sc.TenantID, &sc.ScheduleID, &sc.WorkflowKey, &spec, &sc.Input, &sc.Paused,
 		&sc.CreatedBy, &sc.TenantName, &sc.Scopes, &sc.TemporalScheduleID,
-		&sc.ToolPolicy, &sc.ToolPolicyUpdatedBy, &sc.ToolPolicyUpdatedAt, &sc.CreatedAt, &sc.DeletedAt)
+		&sc.ToolPolicy, &sc.ToolPolicyUpdatedBy, &sc.ToolPolicyUpdatedAt, &sc.CreatedAt, &sc.DeletedAt,
+		&bindings, &sc.InputTemplated)
 	if err != nil {
 		return Schedule{}, err
 	}
 	if err := json.Unmarshal(spec, &sc.Spec); err != nil {
 		return Schedule{}, fmt.Errorf("store: schedule %s spec: %w", sc.ScheduleID, err)
 	}
+	if err := json.Unmarshal(bindings, &sc.InputBindings); err != nil {
+		return Schedule{}, fmt.Errorf("store: schedule %s input bindings: %w", sc.ScheduleID, err)
+	}
+	if sc.InputBindings == nil {
+		sc.InputBindings = map[string]string{}
+	}
 	sc.Scopes = nonNilScopes(sc.Scopes)
 	sc.ToolPolicy = nonNilScopes(sc.ToolPolicy)
 	return sc, nil
+}
+
+// ScheduleFiringInput returns the input stored for one firing of a
+// templated schedule, with found=false when none is stored yet.
+func (s *Store) ScheduleFiringInput(ctx context.Context, tenantID, scheduleID, firingKey string) (json.RawMessage, bool, error) {
+	var input json.RawMessage
+	err := s.Pool.QueryRow(ctx, `SELECT input FROM schedule_firings
+		WHERE tenant_id = $1 AND schedule_id = $2 AND firing_key = $3`, tenantID, scheduleID, firingKey).Scan(&input)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: schedule firing: %w", err)
+	}
+	return input, true, nil
+}
+
+// SaveScheduleFiringInput stores the input one firing of a templated
+// schedule resolved to, unless one is stored already, and returns the
+// stored one: two executions of the same firing racing converge on the
+// first input, so a retried enqueue never sees another value.
+func (s *Store) SaveScheduleFiringInput(ctx context.Context, tenantID, scheduleID, firingKey string, input json.RawMessage) (json.RawMessage, error) {
+	if tenantID == "" || scheduleID == "" || firingKey == "" || !json.Valid(input) {
+		return nil, failure.New(failure.CodeInternal, "store: a firing needs tenant, schedule, firing key and a JSON input")
+	}
+	var stored json.RawMessage
+	err := s.Pool.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO schedule_firings (tenant_id, schedule_id, firing_key, input) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING RETURNING input)
+		SELECT input FROM ins
+		UNION ALL
+		SELECT input FROM schedule_firings WHERE tenant_id = $1 AND schedule_id = $2 AND firing_key = $3
+		LIMIT 1`, tenantID, scheduleID, firingKey, []byte(input)).Scan(&stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A concurrent execution inserted it after this statement's
+		// snapshot was taken: read it with a new one.
+		in, found, err := s.ScheduleFiringInput(ctx, tenantID, scheduleID, firingKey)
+		if err == nil && !found {
+			err = errors.New("the stored firing disappeared")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: save schedule firing: %w", err)
+		}
+		return in, nil
+	}
+	if isUnstorableJSON(err) {
+		return nil, failure.Wrap(err, failure.CodeInvalidInput, "the resolved input cannot be stored: %s", pgMessage(err))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: save schedule firing: %w", err)
+	}
+	return stored, nil
 }
 
 // GetSchedule returns a schedule of tenant, deleted or not (DeletedAt

@@ -71,9 +71,12 @@ func (e *ChainError) Error() string {
 	return fmt.Sprintf("store: event chain of run %s is broken at seq %d: %s", e.RunID, e.Seq, e.Reason)
 }
 
-// ErrEventsDeleted is returned by VerifyChain for a run whose events
-// retention deleted: there is nothing left to verify.
-var ErrEventsDeleted = errors.New("store: the run's events were deleted by retention")
+// CodeEventsDeleted is the code of ErrEventsDeleted (410 on the API).
+const CodeEventsDeleted = "EVENTS_DELETED"
+
+// ErrEventsDeleted is returned by VerifyChain and CheckChain for a run
+// whose events retention deleted: there is nothing left to verify.
+var ErrEventsDeleted = failure.New(CodeEventsDeleted, "the run's events were deleted by retention (WEFT_EVENT_RETENTION_DAYS); there is no chain left to verify")
 
 // preparedEvent is a draft after validation, redaction and bounding.
 type preparedEvent struct {
@@ -113,64 +116,108 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 	if upd != nil && upd.Status != "" && statusRank(upd.Status) < 0 {
 		return false, failure.New(failure.CodeInvalidRequest, "run update status %q is unknown", upd.Status)
 	}
-	applied := true
-	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		applied, err = appendInTx(ctx, tx, tenantID, runID, prepared, upd, projectionTime(events), onlyIfActive)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("store: append events to run %s: %w", runID, err)
-	}
-	return applied, nil
-}
-
-// appendInTx appends prepared events and applies upd inside tx, under the
-// run's row lock (see AppendEvents). With onlyIfActive it does nothing and
-// reports false when the run is already terminal.
-func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared []preparedEvent, upd *execution.RunUpdate, at *time.Time, onlyIfActive bool) (bool, error) {
-	var lastSeq int64
-	var lastHash, status, mode string
-	err := tx.QueryRow(ctx, `SELECT last_seq, last_hash, status, mode FROM runs
-		WHERE run_id = $1 AND tenant_id = $2 FOR UPDATE`, runID, tenantID).Scan(&lastSeq, &lastHash, &status, &mode)
-	if err != nil {
-		return false, notFound(err)
-	}
-	if onlyIfActive && terminalStatus(status) {
-		return false, nil
-	}
-	fresh, err := withoutExisting(ctx, tx, runID, prepared)
+	args, err := appendArgs(tenantID, runID, prepared, onlyIfActive)
 	if err != nil {
 		return false, err
 	}
-	if len(fresh) > 0 {
-		batch := &pgx.Batch{}
-		for _, e := range fresh {
-			lastSeq++
-			h, err := eventHash(runID, lastSeq, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data, lastHash)
-			if err != nil {
-				return false, err
+	// The hot path — events alone, or with the move to running — is one
+	// statement (weft_append_events, migration 00012). A terminal update
+	// (output, error) is applied in Go in the same transaction.
+	var terminal bool
+	if upd != nil && upd.Status != "" {
+		args[13] = upd.TemporalRunID
+		if upd.Status == execution.StatusRunning {
+			at := projectionTime(events)
+			if at == nil {
+				now := time.Now().UTC()
+				at = &now
 			}
-			batch.Queue(`INSERT INTO run_events (run_id, tenant_id, seq, event_key, type, schema_version, at,
-					node_id, attempt, data, prev_hash, hash)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, NULLIF($8, ''), NULLIF($9, 0), $10, $11, $12)`,
-				runID, tenantID, lastSeq, e.key, e.typ, execution.EventSchemaVersion, e.at,
-				e.nodeID, e.attempt, e.data, lastHash, h)
-			lastHash = h
-		}
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return false, fmt.Errorf("insert events: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE runs SET last_seq = $2, last_hash = $3, updated_at = now()
-			WHERE run_id = $1`, runID, lastSeq, lastHash); err != nil {
-			return false, err
-		}
-		// Delivered at commit, never for a rolled-back batch: wakes the
-		// event streams of this run (EventFeed) in every API process.
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, EventsChannel, runID); err != nil {
-			return false, fmt.Errorf("notify: %w", err)
+			args[12] = *at
+		} else {
+			terminal = true
 		}
 	}
-	return true, applyRunUpdate(ctx, tx, tenantID, runID, status, mode, upd, at)
+	// A batch holding run.started starts the run at that event's time,
+	// whatever its update: a run that ran no activity reaches its end with
+	// its start in the same batch (the interpreter's update is then the
+	// terminal one).
+	for _, e := range prepared {
+		if e.typ == execution.EventRunStarted {
+			args[12] = e.at
+			break
+		}
+	}
+	var found bool
+	var status string
+	if !terminal {
+		err = s.Pool.QueryRow(ctx, appendEventsSQL, args...).Scan(&found, &status, new(int))
+	} else {
+		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, appendEventsSQL, args...).Scan(&found, &status, new(int)); err != nil || !found {
+				return err
+			}
+			if onlyIfActive && terminalStatus(status) {
+				return nil
+			}
+			return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, projectionTime(events))
+		})
+	}
+	if err == nil && !found {
+		err = failure.ErrNotFound
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: append events to run %s: %w", runID, err)
+	}
+	// With onlyIfActive, a run already terminal got nothing.
+	return !(onlyIfActive && terminalStatus(status)), nil
+}
+
+// appendInTx appends prepared events to a run's log inside tx (the same
+// weft_append_events the hot path calls, so seq, hash and the stream
+// wake-up are identical) and applies a terminal update upd (may be nil) in
+// the same transaction. The dispatcher writes a run's run.throttled,
+// run.admitted and run.cancelled this way, inside its admission
+// transaction. A run of another tenant is failure.ErrNotFound.
+func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared []preparedEvent, upd *execution.RunUpdate, at *time.Time) error {
+	args, err := appendArgs(tenantID, runID, prepared, false)
+	if err != nil {
+		return err
+	}
+	var found bool
+	var status string
+	if err := tx.QueryRow(ctx, appendEventsSQL, args...).Scan(&found, &status, new(int)); err != nil {
+		return err
+	}
+	if !found {
+		return failure.ErrNotFound
+	}
+	return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, at)
+}
+
+// appendEventsSQL calls weft_append_events; appendArgs builds its arguments.
+const appendEventsSQL = `SELECT run_found, run_status, appended FROM weft_append_events($1, $2, $3, $4,
+	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::text[]::jsonb[], $11::bytea[], $12::bytea[],
+	$13::timestamptz, $14, $15)`
+
+// appendArgs lays the prepared events out as the function's arrays, each
+// event's canonical form split around its seq, which only the database
+// assigns (see eventHashParts). Argument 12 (index 12, p_running_at) is
+// left nil for the caller.
+func appendArgs(tenantID, runID string, events []preparedEvent, onlyIfActive bool) ([]any, error) {
+	n := len(events)
+	keys, types, nodes := make([]string, n), make([]string, n), make([]string, n)
+	attempts, ats, data := make([]int32, n), make([]time.Time, n), make([]string, n)
+	heads, tails := make([][]byte, n), make([][]byte, n)
+	for i, e := range events {
+		head, tail, err := eventHashParts(runID, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data)
+		if err != nil {
+			return nil, err
+		}
+		keys[i], types[i], nodes[i], attempts[i], ats[i], data[i] = e.key, e.typ, e.nodeID, int32(e.attempt), e.at, string(e.data)
+		heads[i], tails[i] = head, tail
+	}
+	return []any{runID, tenantID, onlyIfActive, execution.EventSchemaVersion,
+		keys, types, nodes, attempts, ats, data, heads, tails, nil, "", EventsChannel}, nil
 }
 
 // prepareEvents validates drafts, drops repeated keys within the batch (the
@@ -212,39 +259,6 @@ func prepareEvents(drafts []execution.EventDraft) ([]preparedEvent, error) {
 
 // eventTime is t as PostgreSQL stores it: UTC, microsecond precision.
 func eventTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-
-// withoutExisting drops the events whose key the run already holds.
-func withoutExisting(ctx context.Context, tx pgx.Tx, runID string, events []preparedEvent) ([]preparedEvent, error) {
-	if len(events) == 0 {
-		return nil, nil
-	}
-	keys := make([]string, len(events))
-	for i, e := range events {
-		keys[i] = e.key
-	}
-	rows, err := tx.Query(ctx, `SELECT event_key FROM run_events WHERE run_id = $1 AND event_key = ANY($2)`, runID, keys)
-	if err != nil {
-		return nil, err
-	}
-	existing, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, err
-	}
-	if len(existing) == 0 {
-		return events, nil
-	}
-	have := make(map[string]bool, len(existing))
-	for _, k := range existing {
-		have[k] = true
-	}
-	out := events[:0:0]
-	for _, e := range events {
-		if !have[e.key] {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
 
 // projectionTime is when a run update happened: the latest event time of the
 // batch (workflow time, stable across re-executions), else nil for now().
@@ -289,10 +303,11 @@ func holdsSlot(s string) bool {
 // applyRunUpdate applies the forward-only status projection: throttled →
 // queued → running → succeeded|failed|cancelled. A terminal run ignores
 // every update, and output/error are written only by the transition into a
-// terminal status. The transition of a run that held a slot into a
+// terminal status. The transition of a live run that held a slot into a
 // terminal status releases that slot (slots are counted from statuses) and
-// wakes the dispatchers of its tenant (SlotsChannel) when runs wait for one.
-func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current, mode string, upd *execution.RunUpdate, at *time.Time) error {
+// wakes the dispatchers of its tenant (notifySlotFreed) when runs wait for
+// one.
+func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current string, upd *execution.RunUpdate, at *time.Time) error {
 	if upd == nil || upd.Status == "" {
 		return nil
 	}
@@ -324,9 +339,10 @@ func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current, mo
 		}
 		runErr = b
 	}
-	_, err := tx.Exec(ctx, `UPDATE runs SET status = $2, finished_at = COALESCE($3::timestamptz, now()), output = $4, error = $5,
+	var mode string
+	err := tx.QueryRow(ctx, `UPDATE runs SET status = $2, finished_at = COALESCE($3::timestamptz, now()), output = $4, error = $5,
 			updated_at = now()
-		WHERE run_id = $1`, runID, upd.Status, at, output, runErr)
+		WHERE run_id = $1 RETURNING mode`, runID, upd.Status, at, output, runErr).Scan(&mode)
 	if err != nil {
 		return err
 	}
@@ -340,7 +356,16 @@ func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current, mo
 // {runId, seq, type, schemaVersion, at, nodeId, attempt, data} with `at` in
 // RFC 3339 with exactly six fractional digits, in UTC.
 func eventHash(runID string, seq int64, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte, prevHash string) (string, error) {
-	c, err := graph.Canonical(struct {
+	c, err := eventCanonical(runID, seq, schemaVersion, typ, at, nodeID, attempt, data)
+	if err != nil {
+		return "", err
+	}
+	return graph.SHA256Hex(append([]byte(prevHash), c...)), nil
+}
+
+// eventCanonical is canonical(event) of eventHash.
+func eventCanonical(runID string, seq int64, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) ([]byte, error) {
+	return graph.Canonical(struct {
 		RunID         string          `json:"runId"`
 		Seq           int64           `json:"seq"`
 		Type          string          `json:"type"`
@@ -350,10 +375,25 @@ func eventHash(runID string, seq int64, schemaVersion int, typ string, at time.T
 		Attempt       int             `json:"attempt"`
 		Data          json.RawMessage `json:"data"`
 	}{runID, seq, typ, schemaVersion, at.UTC().Format("2006-01-02T15:04:05.000000Z07:00"), nodeID, attempt, data})
+}
+
+// eventHashParts is the canonical form eventHash hashes, split around the
+// seq value: canonical(event) = head || decimal(seq) || tail. The keys sort
+// as at, attempt, data, nodeId, runId, schemaVersion, seq, type, so the
+// split is at the last `,"seq":` (data comes earlier; runId, schemaVersion
+// and type cannot contain it).
+func eventHashParts(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (head, tail []byte, err error) {
+	c, err := eventCanonical(runID, 0, schemaVersion, typ, at, nodeID, attempt, data)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
-	return graph.SHA256Hex(append([]byte(prevHash), c...)), nil
+	const marker = `,"seq":0,"type":`
+	k := bytes.LastIndex(c, []byte(marker))
+	if k < 0 {
+		return nil, nil, fmt.Errorf("store: canonical event %q has no seq", c)
+	}
+	cut := k + len(`,"seq":`)
+	return c[:cut], c[cut+1:], nil
 }
 
 // EvidenceData turns event data into what may be stored as evidence: valid
@@ -498,63 +538,104 @@ func (s *Store) runExists(ctx context.Context, tenantID, runID string) error {
 	return notFound(err)
 }
 
-// VerifyChain recomputes every event hash of the run from the stored rows
-// and checks seq is 1..last_seq without gaps and the chain ends at the run's
-// last hash. The first mismatch is a *ChainError naming its seq. A run whose
-// events retention deleted is ErrEventsDeleted.
+// ChainReport is what CheckChain found in a run's event chain.
+type ChainReport struct {
+	// Intact is true when every event's hash matches its content and its
+	// predecessor, seq runs 1..n without gaps and the chain ends at the
+	// run's last hash.
+	Intact bool
+	// Events is how many events are stored for the run.
+	Events int64
+	// FirstBrokenSeq and Reason name the first place the chain breaks
+	// (0 and "" when intact).
+	FirstBrokenSeq int64
+	Reason         string
+}
+
+// VerifyChain is CheckChain for callers that want an error: the first
+// mismatch is a *ChainError naming its seq.
 func (s *Store) VerifyChain(ctx context.Context, tenantID, runID string) error {
+	r, err := s.CheckChain(ctx, tenantID, runID)
+	if err != nil {
+		return err
+	}
+	if !r.Intact {
+		return &ChainError{RunID: runID, Seq: r.FirstBrokenSeq, Reason: r.Reason}
+	}
+	return nil
+}
+
+// CheckChain recomputes every event hash of the run from the stored rows
+// and checks seq is 1..last_seq without gaps and the chain ends at the run's
+// last hash, reporting the first break. A missing run (or another
+// tenant's) is failure.ErrNotFound; a run whose events retention deleted is
+// ErrEventsDeleted.
+func (s *Store) CheckChain(ctx context.Context, tenantID, runID string) (ChainReport, error) {
 	var lastSeq int64
 	var lastHash string
 	var deletedAt *time.Time
 	err := s.Pool.QueryRow(ctx, `SELECT last_seq, last_hash, events_deleted_at FROM runs WHERE run_id = $1 AND tenant_id = $2`,
 		runID, tenantID).Scan(&lastSeq, &lastHash, &deletedAt)
 	if err != nil {
-		return notFound(err)
+		return ChainReport{}, notFound(err)
 	}
 	if deletedAt != nil {
-		return ErrEventsDeleted
+		return ChainReport{}, ErrEventsDeleted
 	}
 	rows, err := s.Pool.Query(ctx, `SELECT seq, type, schema_version, at, COALESCE(node_id, ''), COALESCE(attempt, 0),
 			data, prev_hash, hash
 		FROM run_events WHERE run_id = $1 AND tenant_id = $2 ORDER BY seq`, runID, tenantID)
 	if err != nil {
-		return fmt.Errorf("store: verify chain: %w", err)
+		return ChainReport{}, fmt.Errorf("store: verify chain: %w", err)
 	}
 	defer rows.Close()
-	var seq int64
+	var report ChainReport
+	broken := func(seq int64, reason string) {
+		if report.FirstBrokenSeq == 0 {
+			report.FirstBrokenSeq, report.Reason = seq, reason
+		}
+	}
 	prev := ""
 	for rows.Next() {
 		e, err := scanEvent(rows)
 		if err != nil {
-			return fmt.Errorf("store: verify chain: %w", err)
+			return ChainReport{}, fmt.Errorf("store: verify chain: %w", err)
 		}
-		seq++
-		broken := func(reason string) error { return &ChainError{RunID: runID, Seq: e.Seq, Reason: reason} }
-		if e.Seq != seq {
-			return &ChainError{RunID: runID, Seq: seq, Reason: fmt.Sprintf("missing; found seq %d instead", e.Seq)}
+		report.Events++
+		if report.FirstBrokenSeq != 0 {
+			continue // counting only: the first break is what matters
+		}
+		if e.Seq != report.Events {
+			broken(report.Events, fmt.Sprintf("missing; found seq %d instead", e.Seq))
+			continue
 		}
 		if e.PrevHash != prev {
-			return broken("prevHash does not match the previous event's hash")
+			broken(e.Seq, "prevHash does not match the previous event's hash")
+			continue
 		}
 		h, err := eventHash(runID, e.Seq, e.SchemaVersion, e.Type, e.At, e.NodeID, e.Attempt, e.Data, prev)
 		if err != nil {
-			return broken(err.Error())
+			broken(e.Seq, err.Error())
+			continue
 		}
 		if h != e.Hash {
-			return broken("content does not match its hash")
+			broken(e.Seq, "content does not match its hash")
+			continue
 		}
 		prev = h
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: verify chain: %w", err)
+		return ChainReport{}, fmt.Errorf("store: verify chain: %w", err)
 	}
-	if seq != lastSeq {
-		return &ChainError{RunID: runID, Seq: seq + 1, Reason: fmt.Sprintf("missing; the run's last seq is %d", lastSeq)}
+	switch {
+	case report.FirstBrokenSeq != 0:
+	case report.Events != lastSeq:
+		broken(report.Events+1, fmt.Sprintf("missing; the run's last seq is %d", lastSeq))
+	case prev != lastHash:
+		broken(max(report.Events, 1), "the run's last hash does not match the chain")
 	}
-	if prev != lastHash {
-		return &ChainError{RunID: runID, Seq: seq, Reason: "the run's last hash does not match the chain"}
-	}
-	return nil
+	report.Intact = report.FirstBrokenSeq == 0
+	return report, nil
 }
 
 // DeleteEventsOfRunsClosedBefore deletes the events of every run that

@@ -394,7 +394,7 @@ func appendRunEvent(ctx context.Context, tx pgx.Tx, tenantID, runID, typ string,
 	if err != nil {
 		return err
 	}
-	if _, err := appendInTx(ctx, tx, tenantID, runID, prepared, nil, nil, false); err != nil {
+	if err := appendInTx(ctx, tx, tenantID, runID, prepared, nil, nil); err != nil {
 		return fmt.Errorf("store: append %s: %w", typ, err)
 	}
 	return nil
@@ -487,7 +487,7 @@ func (s *Store) CancelThrottled(ctx context.Context, tenantID, runID string, run
 			return err
 		}
 		upd := &execution.RunUpdate{Status: execution.StatusCancelled, Error: &runErr}
-		if _, err := appendInTx(ctx, tx, tenantID, runID, prepared, upd, &at, false); err != nil {
+		if err := appendInTx(ctx, tx, tenantID, runID, prepared, upd, &at); err != nil {
 			return err
 		}
 		cancelled = true

@@ -296,10 +296,37 @@ func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (E
 	}
 	if !ok {
 		// The claim above conflicted with a committed binding, whose run
-		// commits with it: unreachable unless the row was deleted since.
-		return Enqueued{}, fmt.Errorf("store: read bound run: %w", failure.ErrNotFound)
+		// commits with it: its run was deleted by retention since (the
+		// binding outlives it), or was deleted while we looked.
+		return Enqueued{}, s.deletedRunOf(ctx, r.TenantID, r.WorkflowKey, idempotencyKey)
 	}
 	return Enqueued{Run: run}, nil
+}
+
+// CodeRunDeleted refuses an idempotency key whose run retention deleted
+// (WEFT_RUN_RETENTION_DAYS): the binding outlives the run so the key cannot
+// start another run while Temporal may still hold the first one's workflow
+// id. Use another key.
+const CodeRunDeleted = "RUN_DELETED"
+
+// deletedRunOf explains a binding whose run is gone: RUN_DELETED when
+// retention deleted it, else a not-found fault.
+func (s *Store) deletedRunOf(ctx context.Context, tenantID, workflowKey, idempotencyKey string) error {
+	var runID string
+	var deletedAt, finishedAt *time.Time
+	err := s.Pool.QueryRow(ctx, `SELECT run_id, run_deleted_at, run_finished_at FROM idempotency_bindings
+		WHERE tenant_id = $1 AND workflow_key = $2 AND idempotency_key = $3`,
+		tenantID, workflowKey, idempotencyKey).Scan(&runID, &deletedAt, &finishedAt)
+	if err != nil || deletedAt == nil {
+		return fmt.Errorf("store: read bound run: %w", failure.ErrNotFound)
+	}
+	details := map[string]any{"runId": runID, "idempotencyKey": idempotencyKey, "deletedAt": deletedAt.UTC()}
+	if finishedAt != nil {
+		details["finishedAt"] = finishedAt.UTC()
+	}
+	return failure.New(CodeRunDeleted,
+		"idempotency key %q started run %s, which retention deleted on %s; use another key",
+		idempotencyKey, runID, deletedAt.UTC().Format(time.RFC3339)).WithDetails(details)
 }
 
 // BoundRun returns the run an idempotency key (tenant, workflow key, key)

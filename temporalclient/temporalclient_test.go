@@ -164,3 +164,21 @@ func TestAPIKeyNeverLogged(t *testing.T) {
 		t.Fatalf("API key leaked: err=%v logs=%s", err, logs.String())
 	}
 }
+
+func TestLoopbackConnectionsAreNotCompressed(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"localhost:7233": true, "127.0.0.1:7233": true, "[::1]:7233": true,
+		"temporal:7233": false, "ns.acct.tmprl.cloud:7233": false, "10.0.0.5:7233": false,
+	} {
+		if got := temporalclient.Loopback(addr); got != want {
+			t.Errorf("Loopback(%q) = %v", addr, got)
+		}
+		opts, err := temporalclient.Options(config.Config{TemporalAddress: addr, TemporalNamespace: "default"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, none := opts.ConnectionOptions.GrpcCompression.(*client.GrpcCompressionNone); none != want {
+			t.Errorf("%s: compression %T", addr, opts.ConnectionOptions.GrpcCompression)
+		}
+	}
+}

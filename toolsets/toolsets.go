@@ -41,8 +41,9 @@ const (
 	MaxSkillBytes    = 64 << 10
 )
 
-// Error is why a path or a folder cannot be used. Code is always
-// graph.CodeInvalidToolsPath.
+// Error is why a path or a folder cannot be used. Code is
+// graph.CodeInvalidToolsPath, or for toolset.yaml's summary
+// graph.CodeMissingToolsetSummary / graph.CodeInvalidToolsetSummary.
 type Error struct {
 	Code    string
 	Message string
@@ -95,11 +96,14 @@ func Resolve(baseDir, p string) (string, error) {
 
 // Load reads a toolset folder: toolset.yaml holding
 //
+//	summary: Look items up and echo them back.
 //	tools:
 //	  - core.echo@1
 //
-// (exactly that key; each entry actionId@version, no duplicates; an empty
-// list offers no tools) and a SKILL.md that is not blank. Neither file is
+// (exactly those keys: summary one line of at most 600 characters, shown
+// to the agent with the tool list; tools each actionId@version, no
+// duplicates, an empty list offering no tools) and a SKILL.md that is not
+// blank. Neither file is
 // executed or interpreted beyond that. Which actions exist is decided by the
 // server's catalog when the document is saved and published.
 func Load(dir string) (graph.Toolset, error) {
@@ -116,7 +120,7 @@ func Load(dir string) (graph.Toolset, error) {
 	if err != nil {
 		return graph.Toolset{}, err
 	}
-	tools, err := parseManifest(filepath.Join(dir, ManifestFile), manifest)
+	tools, summary, err := parseManifest(filepath.Join(dir, ManifestFile), manifest)
 	if err != nil {
 		return graph.Toolset{}, err
 	}
@@ -131,7 +135,7 @@ func Load(dir string) (graph.Toolset, error) {
 	if strings.TrimSpace(string(skill)) == "" {
 		return graph.Toolset{}, invalid("%s is empty; a toolset needs its skill text", skillPath)
 	}
-	return graph.Toolset{Tools: tools, Skill: string(skill)}, nil
+	return graph.Toolset{Tools: tools, Skill: string(skill), Summary: summary}, nil
 }
 
 // readBounded reads a regular file of at most limit bytes. A FIFO, device
@@ -163,15 +167,15 @@ func readBounded(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// parseManifest strictly reads toolset.yaml.
-func parseManifest(path string, data []byte) ([]string, error) {
+// parseManifest strictly reads toolset.yaml: its tools and its summary.
+func parseManifest(path string, data []byte) ([]string, string, error) {
 	raw, pos, err := graph.YAMLToJSON(data)
 	if err != nil {
 		var de *graph.DecodeError
 		if errors.As(err, &de) && de.Line > 0 {
-			return nil, invalid("%s:%d:%d: %s", path, de.Line, de.Column, de.Message)
+			return nil, "", invalid("%s:%d:%d: %s", path, de.Line, de.Column, de.Message)
 		}
-		return nil, invalid("%s: %v", path, err)
+		return nil, "", invalid("%s: %v", path, err)
 	}
 	at := func(ptr string) string {
 		if p, ok := pos.Lookup(ptr); ok && p.Line > 0 {
@@ -181,37 +185,62 @@ func parseManifest(path string, data []byte) ([]string, error) {
 	}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(raw, &top) != nil {
-		return nil, invalid("%s: must be a mapping with a tools list", at(""))
+		return nil, "", invalid("%s: must be a mapping with a summary and a tools list", at(""))
 	}
 	for k := range top {
-		if k != "tools" {
-			return nil, invalid("%s: unknown key %q; toolset.yaml holds only tools", at("/"+k), k)
+		if k != "tools" && k != "summary" {
+			return nil, "", invalid("%s: unknown key %q; toolset.yaml holds only summary and tools", at("/"+k), k)
 		}
+	}
+	summary, err := parseSummary(at, top["summary"])
+	if err != nil {
+		return nil, "", err
 	}
 	list, ok := top["tools"]
 	if !ok {
-		return nil, invalid("%s: tools (the actionId@version list) is required", at(""))
+		return nil, "", invalid("%s: tools (the actionId@version list) is required", at(""))
 	}
 	var entries []any
 	if json.Unmarshal(list, &entries) != nil || entries == nil {
-		return nil, invalid("%s: tools must be a list of actionId@version strings", at("/tools"))
+		return nil, "", invalid("%s: tools must be a list of actionId@version strings", at("/tools"))
 	}
 	tools := make([]string, 0, len(entries))
 	for i, e := range entries {
 		where := at("/tools/" + strconv.Itoa(i))
 		s, ok := e.(string)
 		if !ok {
-			return nil, invalid("%s: tools entry must be an actionId@version string", where)
+			return nil, "", invalid("%s: tools entry must be an actionId@version string", where)
 		}
 		if _, err := graph.ParseActionRef(s); err != nil {
-			return nil, invalid("%s: %v", where, err)
+			return nil, "", invalid("%s: %v", where, err)
 		}
 		if slices.Contains(tools, s) {
-			return nil, invalid("%s: %s is listed twice", where, s)
+			return nil, "", invalid("%s: %s is listed twice", where, s)
 		}
 		tools = append(tools, s)
 	}
-	return tools, nil
+	return tools, summary, nil
+}
+
+// parseSummary reads toolset.yaml's summary: required, one line of at most
+// graph.Limits.MaxToolsetSummaryChars characters.
+func parseSummary(at func(string) string, raw json.RawMessage) (string, error) {
+	if raw == nil {
+		return "", &Error{Code: graph.CodeMissingToolsetSummary, Message: fmt.Sprintf(
+			"%s: summary is required: one line (at most %d characters) saying what the tools are for, shown to the agent with the tool list",
+			at(""), graph.DefaultLimits.MaxToolsetSummaryChars)}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", &Error{Code: graph.CodeInvalidToolsetSummary, Message: fmt.Sprintf("%s: summary must be a string", at("/summary"))}
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", &Error{Code: graph.CodeMissingToolsetSummary, Message: fmt.Sprintf("%s: summary is empty", at("/summary"))}
+	}
+	if msg := graph.ToolsetSummaryProblem(s); msg != "" {
+		return "", &Error{Code: graph.CodeInvalidToolsetSummary, Message: fmt.Sprintf("%s: summary %s", at("/summary"), msg)}
+	}
+	return s, nil
 }
 
 // Captured is one folder a document selected.
@@ -295,11 +324,12 @@ func Capture(doc *graph.Document, raw json.RawMessage, baseDir string) ([]Captur
 
 func issueOf(pointer string, err error) graph.Issue {
 	var te *Error
-	msg := err.Error()
+	msg, code := err.Error(), graph.CodeInvalidToolsPath
 	if errors.As(err, &te) {
 		msg = strings.Replace(msg, te.Error(), te.Message, 1)
+		code = te.Code
 	}
-	return graph.Issue{Code: graph.CodeInvalidToolsPath, Path: pointer, Message: msg}
+	return graph.Issue{Code: code, Path: pointer, Message: msg}
 }
 
 // uniqueName derives a toolset name from a folder's base name: the name

@@ -14,6 +14,9 @@ import (
 	"github.com/weftworks/weft/graph"
 )
 
+// sum is a valid toolset.yaml summary line.
+const sum = "summary: Test tools.\n"
+
 // folder writes a toolset folder under root and returns its path.
 func folder(t *testing.T, root, rel, manifest, skill string) string {
 	t.Helper()
@@ -85,21 +88,22 @@ func TestResolveIsRelativeToTheDeclaringFile(t *testing.T) {
 
 func TestLoad(t *testing.T) {
 	root := t.TempDir()
-	good := folder(t, root, "good", "tools:\n  - core.echo@1\n  - workspace.notes.write@1\n", "# Good\n\nUse echo.\n")
+	good := folder(t, root, "good", sum+"tools:\n  - core.echo@1\n  - workspace.notes.write@1\n", "# Good\n\nUse echo.\n")
 	ts, err := Load(good)
 	require.NoError(t, err)
-	require.Equal(t, graph.Toolset{Tools: []string{"core.echo@1", "workspace.notes.write@1"}, Skill: "# Good\n\nUse echo.\n"}, ts)
+	require.Equal(t, graph.Toolset{Tools: []string{"core.echo@1", "workspace.notes.write@1"}, Skill: "# Good\n\nUse echo.\n",
+		Summary: "Test tools."}, ts)
 
-	empty := folder(t, root, "none", "tools: []\n", "Think only.")
+	empty := folder(t, root, "none", sum+"tools: []\n", "Think only.")
 	ts, err = Load(empty)
 	require.NoError(t, err)
 	require.Equal(t, []string{}, ts.Tools)
 
 	file := filepath.Join(root, "plain-file")
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))
-	fifoDir := folder(t, root, "fifo", "tools: [core.echo@1]\n", "")
+	fifoDir := folder(t, root, "fifo", sum+"tools: [core.echo@1]\n", "")
 	require.NoError(t, syscall.Mkfifo(filepath.Join(fifoDir, SkillFile), 0o644))
-	dirSkill := folder(t, root, "dirskill", "tools: [core.echo@1]\n", "")
+	dirSkill := folder(t, root, "dirskill", sum+"tools: [core.echo@1]\n", "")
 	require.NoError(t, os.Mkdir(filepath.Join(dirSkill, SkillFile), 0o755))
 
 	cases := map[string]struct {
@@ -109,24 +113,46 @@ func TestLoad(t *testing.T) {
 		"missing folder":        {filepath.Join(root, "nope"), "does not exist"},
 		"not a folder":          {file, "is not a folder"},
 		"missing toolset.yaml":  {folder(t, root, "nomanifest", "", "Skill."), "toolset.yaml is missing"},
-		"missing SKILL.md":      {folder(t, root, "noskill", "tools: [core.echo@1]\n", ""), "SKILL.md is missing"},
-		"blank SKILL.md":        {folder(t, root, "blankskill", "tools: [core.echo@1]\n", " \n\t\n"), "SKILL.md is empty"},
-		"SKILL.md not UTF-8":    {folder(t, root, "binskill", "tools: [core.echo@1]\n", "\xff\xfe"), "not valid UTF-8"},
+		"missing SKILL.md":      {folder(t, root, "noskill", sum+"tools: [core.echo@1]\n", ""), "SKILL.md is missing"},
+		"blank SKILL.md":        {folder(t, root, "blankskill", sum+"tools: [core.echo@1]\n", " \n\t\n"), "SKILL.md is empty"},
+		"SKILL.md not UTF-8":    {folder(t, root, "binskill", sum+"tools: [core.echo@1]\n", "\xff\xfe"), "not valid UTF-8"},
 		"SKILL.md a FIFO":       {fifoDir, "not a regular file"},
 		"SKILL.md a folder":     {dirSkill, "not a regular file"},
-		"SKILL.md too large":    {folder(t, root, "bigskill", "tools: [core.echo@1]\n", strings.Repeat("x", MaxSkillBytes+1)), "the limit is"},
-		"manifest not YAML":     {folder(t, root, "badyaml", "tools: [\n", "Skill."), "toolset.yaml:"},
+		"SKILL.md too large":    {folder(t, root, "bigskill", sum+"tools: [core.echo@1]\n", strings.Repeat("x", MaxSkillBytes+1)), "the limit is"},
+		"manifest not YAML":     {folder(t, root, "badyaml", sum+"tools: [\n", "Skill."), "toolset.yaml:"},
 		"manifest a list":       {folder(t, root, "list", "- core.echo@1\n", "Skill."), "must be a mapping"},
-		"manifest unknown key":  {folder(t, root, "extra", "tools: []\nrun: ./install.sh\n", "Skill."), `unknown key "run"`},
-		"manifest no tools":     {folder(t, root, "notools", "{}\n", "Skill."), "tools (the actionId@version list) is required"},
-		"tools not a list":      {folder(t, root, "scalar", "tools: core.echo@1\n", "Skill."), "must be a list"},
-		"tools null":            {folder(t, root, "null", "tools:\n", "Skill."), "must be a list"},
-		"entry not a string":    {folder(t, root, "number", "tools: [1]\n", "Skill."), "must be an actionId@version string"},
-		"entry without version": {folder(t, root, "nover", "tools: [core.echo]\n", "Skill."), `"core.echo" is not actionId@version`},
-		"entry bad version":     {folder(t, root, "badver", "tools: [core.echo@01]\n", "Skill."), "positive version"},
-		"entry duplicated":      {folder(t, root, "dup", "tools: [core.echo@1, core.echo@1]\n", "Skill."), "listed twice"},
+		"manifest unknown key":  {folder(t, root, "extra", sum+"tools: []\nrun: ./install.sh\n", "Skill."), `unknown key "run"`},
+		"manifest no tools":     {folder(t, root, "notools", sum, "Skill."), "tools (the actionId@version list) is required"},
+		"tools not a list":      {folder(t, root, "scalar", sum+"tools: core.echo@1\n", "Skill."), "must be a list"},
+		"tools null":            {folder(t, root, "null", sum+"tools:\n", "Skill."), "must be a list"},
+		"entry not a string":    {folder(t, root, "number", sum+"tools: [1]\n", "Skill."), "must be an actionId@version string"},
+		"entry without version": {folder(t, root, "nover", sum+"tools: [core.echo]\n", "Skill."), `"core.echo" is not actionId@version`},
+		"entry bad version":     {folder(t, root, "badver", sum+"tools: [core.echo@01]\n", "Skill."), "positive version"},
+		"entry duplicated":      {folder(t, root, "dup", sum+"tools: [core.echo@1, core.echo@1]\n", "Skill."), "listed twice"},
 		"manifest anchors":      {folder(t, root, "anchor", "a: &x [core.echo@1]\ntools: *x\n", "Skill."), "anchors"},
 	}
+	// toolset.yaml's summary: required, one line of at most 600 characters.
+	summaryCases := map[string]struct {
+		manifest, code, want string
+	}{
+		"no summary":         {"tools: [core.echo@1]\n", graph.CodeMissingToolsetSummary, "summary is required"},
+		"blank summary":      {"summary: '  '\ntools: []\n", graph.CodeMissingToolsetSummary, "summary is empty"},
+		"summary not string": {"summary: [a]\ntools: []\n", graph.CodeInvalidToolsetSummary, "must be a string"},
+		"multi-line summary": {"summary: |\n  one\n  two\ntools: []\n", graph.CodeInvalidToolsetSummary, "must be one line"},
+		"over-long summary":  {"summary: " + strings.Repeat("x", 601) + "\ntools: []\n", graph.CodeInvalidToolsetSummary, "601 characters; the limit is 600"},
+		"control in summary": {"summary: \"a\\u0007b\"\ntools: []\n", graph.CodeInvalidToolsetSummary, "control characters"},
+	}
+	for name, tc := range summaryCases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Load(folder(t, root, strings.ReplaceAll(name, " ", "-"), tc.manifest, "Skill."))
+			var te *Error
+			require.ErrorAs(t, err, &te)
+			require.Equal(t, tc.code, te.Code)
+			require.Contains(t, te.Message, tc.want)
+			require.Contains(t, te.Message, "toolset.yaml:", "the file and position are named")
+		})
+	}
+
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			done := make(chan error, 1)
@@ -179,8 +205,8 @@ func parse(t *testing.T, src string) *graph.YAMLDocument {
 
 func TestCaptureDefaultAndOverride(t *testing.T) {
 	root := t.TempDir()
-	folder(t, root, "flows/tools/shared", "tools: [core.echo@1, core.sleep@1]\n", "Shared skill.\n")
-	folder(t, root, "flows/tools/report", "tools: [core.echo@1]\n", "Report skill.\n")
+	folder(t, root, "flows/tools/shared", sum+"tools: [core.echo@1, core.sleep@1]\n", "Shared skill.\n")
+	folder(t, root, "flows/tools/report", sum+"tools: [core.echo@1]\n", "Report skill.\n")
 	y := parse(t, agentDoc)
 	captured, issues := Capture(y.Document, y.JSON, filepath.Join(root, "flows"))
 	require.Empty(t, issues)
@@ -194,8 +220,8 @@ func TestCaptureDefaultAndOverride(t *testing.T) {
 	require.Equal(t, "", doc.Nodes[1].Tools)
 	require.Equal(t, "report", doc.Nodes[2].Tools)
 	require.Equal(t, map[string]graph.Toolset{
-		"shared": {Tools: []string{"core.echo@1", "core.sleep@1"}, Skill: "Shared skill.\n"},
-		"report": {Tools: []string{"core.echo@1"}, Skill: "Report skill.\n"},
+		"shared": {Tools: []string{"core.echo@1", "core.sleep@1"}, Skill: "Shared skill.\n", Summary: "Test tools."},
+		"report": {Tools: []string{"core.echo@1"}, Skill: "Report skill.\n", Summary: "Test tools."},
 	}, doc.Toolsets)
 
 	// The override wins over the default; the plain agent gets the default.
@@ -216,8 +242,8 @@ func TestCaptureDefaultAndOverride(t *testing.T) {
 
 func TestCaptureIsDeterministicAndDeduplicates(t *testing.T) {
 	root := t.TempDir()
-	folder(t, root, "a/tools", "tools: [core.echo@1]\n", "A.")
-	folder(t, root, "b/tools", "tools: [core.sleep@1]\n", "B.")
+	folder(t, root, "a/tools", sum+"tools: [core.echo@1]\n", "A.")
+	folder(t, root, "b/tools", sum+"tools: [core.sleep@1]\n", "B.")
 	src := strings.NewReplacer("./tools/shared", "a/tools", "./tools/report", "./b/tools").Replace(agentDoc)
 	// A third agent reaching the default folder through another spelling.
 	src = strings.Replace(src, "  - id: out\n", "  - id: again\n    kind: agent\n    tools: ../flows/a/tools/\n    agent: {key: x, revision: 1}\n    inputs: {in: any}\n    outputs: {out: any}\n  - id: out\n", 1)
@@ -244,7 +270,7 @@ func TestCaptureIsDeterministicAndDeduplicates(t *testing.T) {
 
 func TestCaptureKeepsInlineNames(t *testing.T) {
 	root := t.TempDir()
-	folder(t, root, "tools/report", "tools: [core.echo@1]\n", "Report.")
+	folder(t, root, "tools/report", sum+"tools: [core.echo@1]\n", "Report.")
 	src := strings.Replace(agentDoc, "tools: ./tools/shared\n", "tools: report\ntoolsets:\n  report: {tools: [core.sleep@1], skill: Inline.}\n", 1)
 	y := parse(t, src)
 	_, issues := Capture(y.Document, y.JSON, root)
@@ -257,7 +283,7 @@ func TestCaptureKeepsInlineNames(t *testing.T) {
 
 func TestCaptureReportsEveryProblemAtItsPointer(t *testing.T) {
 	root := t.TempDir()
-	folder(t, root, "tools/blank", "tools: [core.echo@1]\n", "\n")
+	folder(t, root, "tools/blank", sum+"tools: [core.echo@1]\n", "\n")
 	src := strings.NewReplacer(
 		"tools: ./tools/shared\n", "tools: ''\n",
 		"tools: ./tools/report\n", "tools: ./tools/missing\n",
@@ -283,8 +309,8 @@ func TestCaptureReadsAgainEachTime(t *testing.T) {
 	// A folder is content: changing it changes the next capture (and the
 	// document's checksum), never a document already captured.
 	root := t.TempDir()
-	dir := folder(t, root, "tools/shared", "tools: [core.echo@1]\n", "First.")
-	folder(t, root, "tools/report", "tools: [core.echo@1]\n", "Report.")
+	dir := folder(t, root, "tools/shared", sum+"tools: [core.echo@1]\n", "First.")
+	folder(t, root, "tools/report", sum+"tools: [core.echo@1]\n", "Report.")
 	y1 := parse(t, agentDoc)
 	_, issues := Capture(y1.Document, y1.JSON, root)
 	require.Empty(t, issues)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/agents"
+	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/variables"
@@ -32,7 +33,9 @@ func Register(r sdkworker.Registry, d Deps) error {
 	if err != nil {
 		return fmt.Errorf("worker: agent providers: %w", err)
 	}
-	rt, err := agents.New(agents.Deps{Store: d.Store, Actions: actions, Providers: providers, Variables: vars, Logger: d.Logger})
+	readiness := provider.NewReadiness(providers, provider.ReadinessOptions{TTL: d.Config.ProviderProbeTTL, Logger: d.Logger})
+	rt, err := agents.New(agents.Deps{Store: d.Store, Actions: actions, Providers: providers, Variables: vars,
+		Readiness: readiness, Logger: d.Logger})
 	if err != nil {
 		return fmt.Errorf("worker: agents: %w", err)
 	}

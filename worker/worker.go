@@ -159,7 +159,8 @@ func Serve(ctx context.Context, d Deps) error {
 		return err
 	}
 	go runs.RunDispatcher(ctx)
-	go runRetention(ctx, d.Store, d.Config.EventRetentionDays, log)
+	go runRetention(ctx, Retention{Store: d.Store, Temporal: d.Temporal, Namespace: d.Config.TemporalNamespace,
+		EventDays: d.Config.EventRetentionDays, RunDays: d.Config.RunRetentionDays, Logger: log})
 	log.Info("worker starting")
 	if err := w.Run(interrupt); err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -170,34 +171,6 @@ func Serve(ctx context.Context, d Deps) error {
 	}
 	log.Info("worker stopped")
 	return nil
-}
-
-// retentionInterval is how often closed runs' events are pruned.
-const retentionInterval = time.Hour
-
-// runRetention deletes the events of runs closed more than days ago, every
-// retentionInterval, until ctx ends. days == 0 keeps events forever.
-func runRetention(ctx context.Context, st *store.Store, days int, log *slog.Logger) {
-	if days <= 0 {
-		return
-	}
-	t := time.NewTicker(retentionInterval)
-	defer t.Stop()
-	for {
-		cutoff := time.Now().Add(-time.Duration(days) * 24 * time.Hour)
-		if n, err := st.DeleteEventsOfRunsClosedBefore(ctx, cutoff); err != nil {
-			if ctx.Err() == nil {
-				log.Warn("event retention failed", "err", err)
-			}
-		} else if n > 0 {
-			log.Info("event retention pruned events", "events", n, "closedBefore", cutoff)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // EnsureSearchAttributes registers weft's search attributes when the

@@ -66,6 +66,9 @@ func (i *interpreter) startAttempt(n *node) {
 	if i.simulation {
 		in.VirtualNow = i.virtualNow()
 	}
+	if i.events.carry && !isLocal(n.plan.Kind) {
+		in.Events = i.events.batch() // events.go
+	}
 	timeout := time.Duration(n.plan.TimeoutMs) * time.Millisecond
 	if timeout <= 0 {
 		timeout = defaultNodeTimeout

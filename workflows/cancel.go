@@ -150,16 +150,16 @@ func (i *interpreter) terminate() (execution.Value, error) {
 	switch i.outcome {
 	case outcomeSucceeded:
 		out := i.output
-		i.events.update = &execution.RunUpdate{Status: execution.StatusSucceeded, Output: &out}
+		i.events.setUpdate(&execution.RunUpdate{Status: execution.StatusSucceeded, Output: &out})
 		d := execution.EventData{NodeID: i.settledBy}
 		valueData(&d, out)
 		i.record(execution.EventRunSucceeded, nil, d)
 	case outcomeFailed:
-		i.events.update = &execution.RunUpdate{Status: execution.StatusFailed, Error: i.runErr}
+		i.events.setUpdate(&execution.RunUpdate{Status: execution.StatusFailed, Error: i.runErr})
 		i.record(execution.EventRunFailed, nil, execution.EventData{RunError: i.runErr})
 		err = temporal.NewNonRetryableApplicationError(i.runErr.Message, i.runErr.Code, nil, *i.runErr)
 	case outcomeCancelled:
-		i.events.update = &execution.RunUpdate{Status: execution.StatusCancelled, Error: i.runErr}
+		i.events.setUpdate(&execution.RunUpdate{Status: execution.StatusCancelled, Error: i.runErr})
 		i.record(execution.EventRunCancelled, nil, execution.EventData{RunError: i.runErr})
 		err = temporal.NewCanceledError()
 	}

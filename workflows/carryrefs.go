@@ -32,7 +32,7 @@ const carryInlineBudget = 32 << 10
 // up to more than carryInlineBudget. Ports are visited in compiled order,
 // so the StoreValues local activity's input is deterministic.
 func (i *interpreter) claimCheckCarry(next *execution.RunParams) error {
-	if workflow.GetVersion(i.root, changeCarryRefs, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !i.changed(changeCarryRefs) {
 		return nil
 	}
 	var keys []string
@@ -51,7 +51,7 @@ func (i *interpreter) claimCheckCarry(next *execution.RunParams) error {
 		}
 	}
 	budget := carryInlineBudget
-	if workflow.GetVersion(i.root, changeCarryAllRefs, workflow.DefaultVersion, 1) == 1 {
+	if i.changed(changeCarryAllRefs) {
 		budget = 0
 	}
 	if total <= budget {

@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -12,7 +13,20 @@ import (
 	"github.com/weftworks/weft/execution"
 )
 
-// eventLog buffers the events of one workflow task until flush.
+// eventLog buffers the events recorded since the log was last known to
+// hold them all.
+//
+// Before interpreter version 2 every loop iteration flushed the buffer in
+// a local activity before scheduling what it decided. From version 2 the
+// buffer rides along (rideAlong): the activities an iteration schedules
+// carry it (execution.EventBatch) and append it before they run the node,
+// and report how far they appended (confirm). The local-activity flush is
+// left for where nothing would carry the events soon — the iteration arms
+// a timer (node.retry.scheduled is durable before its timer starts) or
+// starts no activity and waits on work in flight — and for the run's end
+// and continue-as-new. Events stay in the buffer until confirmed, so every
+// append carries the whole unconfirmed prefix: the log stays in order
+// whoever appends first, and keys make the repeats harmless.
 type eventLog struct {
 	runID string
 	// ordinal is the last ordinal used; it continues across continue-as-new
@@ -20,9 +34,53 @@ type eventLog struct {
 	ordinal int
 	// recorded counts events recorded by this execution (continue-as-new knob).
 	recorded int
-	pending  []execution.EventDraft
-	// update is applied to the run row in the same transaction as pending.
-	update *execution.RunUpdate
+	// pending are the events not known to be in the log, ordinals
+	// ordinal-len(pending)+1 .. ordinal.
+	pending []execution.EventDraft
+	// update is applied to the run row in the same transaction as the
+	// events recorded after it was set (updateAfter is the ordinal then).
+	update      *execution.RunUpdate
+	updateAfter int
+	// rideAlong: interpreter version 2's buffering (see above); carry: this
+	// iteration's activities carry the buffer.
+	rideAlong, carry bool
+}
+
+// carryBudget bounds the buffered bytes an attempt carries; above it the
+// iteration flushes instead, so no attempt's input grows large.
+const carryBudget = 32 << 10
+
+// setUpdate sets the run update that goes with the next append.
+func (l *eventLog) setUpdate(u *execution.RunUpdate) {
+	l.update, l.updateAfter = u, l.ordinal
+}
+
+// batch is the buffer as an activity carries it.
+func (l *eventLog) batch() *execution.EventBatch {
+	return &execution.EventBatch{Events: slices.Clone(l.pending), Run: l.update, Through: l.ordinal}
+}
+
+// size approximates the buffer's encoded bytes.
+func (l *eventLog) size() int {
+	n := 0
+	for _, e := range l.pending {
+		n += len(e.Key) + len(e.Type) + len(e.NodeID) + len(e.Data) + 64
+	}
+	return n
+}
+
+// confirm drops the events an activity reported appended, through ordinal.
+func (l *eventLog) confirm(through int) {
+	if through <= 0 {
+		return
+	}
+	first := l.ordinal - len(l.pending) + 1
+	if drop := through - first + 1; drop > 0 {
+		l.pending = l.pending[min(drop, len(l.pending)):]
+	}
+	if l.update != nil && through > l.updateAfter {
+		l.update = nil
+	}
 }
 
 // eventKey is deterministic, so a re-executed AppendEvents never appends twice.
@@ -82,6 +140,48 @@ func (i *interpreter) flush() error {
 		return fmt.Errorf("append events: %w", err)
 	}
 	l.pending, l.update = nil, nil
+	return nil
+}
+
+// flushOrCarry makes the buffer durable before what this iteration
+// schedules becomes visible, in the cheapest way that keeps order: before
+// version 2 a flush; from version 2 the one regular activity it starts
+// carries the buffer (a flush when it starts several, or the buffer is
+// large), and an iteration that starts only local activities leaves it for
+// the next one (they finish in this workflow task, before anything else
+// happens).
+func (i *interpreter) flushOrCarry() error {
+	l := &i.events
+	l.carry = false
+	if !l.rideAlong {
+		return i.flush()
+	}
+	if len(l.pending) == 0 && l.update == nil {
+		return nil
+	}
+	regular, local, timers := 0, 0, false
+	for _, n := range i.nodes {
+		switch {
+		case n.start && isLocal(n.plan.Kind):
+			local++
+		case n.start:
+			regular++
+		case n.timer == nil && !n.due &&
+			(n.state.Status == execution.NodeWaiting || awaitingRedispatch(n)):
+			timers = true
+		}
+	}
+	switch {
+	case timers, regular == 0 && local == 0:
+		return i.flush()
+	case regular > 1, regular == 1 && l.size() > carryBudget:
+		// Several carriers would each append the same batch, contending
+		// for the run's row lock, and copy it into every attempt's input:
+		// one flush is cheaper.
+		return i.flush()
+	case regular == 1:
+		l.carry = true
+	}
 	return nil
 }
 

@@ -61,7 +61,7 @@ func (i *interpreter) attemptInputs(n *node) (map[string]execution.Value, error)
 	if total <= nodeInputInlineBudget {
 		return inputs, nil
 	}
-	if workflow.GetVersion(i.root, changeNodeInputRefs, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !i.changed(changeNodeInputRefs) {
 		return inputs, nil
 	}
 	// Largest first (ties in compiled order), until the rest fit.

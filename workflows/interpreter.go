@@ -21,24 +21,40 @@ import (
 	"github.com/weftworks/weft/graph"
 )
 
-// Change ids for workflow.GetVersion. Scheduled runs stay open across
+// Versions for workflow.GetVersion. Scheduled runs stay open across
 // deploys, so a behaviour change must not alter the commands an existing
-// history recorded. To change the interpreter:
-//  1. add a constant here, e.g. changeFooBar = "weft-foo-bar";
-//  2. at the branching point write
-//     if workflow.GetVersion(ctx, changeFooBar, workflow.DefaultVersion, 1) == 1 { new } else { old }
+// history recorded.
+//
+// changeInterpreterV1 is the interpreter's version, recorded once per
+// execution (one marker, one search-attribute upsert). Each GetVersion
+// costs history events and a workflow task's time, so behaviour changes
+// raise this one version rather than adding change ids:
+//
+//	1: the interpreter before versions were numbered; the changes of that
+//	   era have change ids of their own (below), recorded beside it;
+//	2: the buffered events ride along with the next activity instead of a
+//	   flush per workflow task (events.go); every earlier change id is
+//	   implied and no longer recorded.
+//
+// To change the interpreter:
+//  1. raise interpreterVersion and document the new version above;
+//  2. at the branching point write `if i.version >= N { new } else { old }`;
 //  3. move the committed histories of testdata/*.json into a folder named
 //     after the change (testdata/before-foo-bar/), then record the new ones
 //     (go test ./workflows -run TestDevServer -record): TestReplay replays
 //     every history below testdata and must keep passing on every one.
 const changeInterpreterV1 = "weft-interpreter-v1"
 
+// interpreterVersion is the version new executions record.
+const interpreterVersion = 2
+
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
 // shared weft.RunNode / weft.RunLocalNode. Decided once per execution.
 const changeActivityPerKind = "weft-activity-per-kind"
 
-// Later change ids are declared beside the code they branch:
+// Change ids of version 1's era, declared beside the code they branch
+// (changed reports them):
 // changeCarryRefs and changeCarryAllRefs (carryrefs.go),
 // changeNodeInputRefs (inputrefs.go), changeInfraRedispatch (durability.go).
 
@@ -102,6 +118,9 @@ type interpreter struct {
 	settledBy string
 	runErr    *execution.RunError
 
+	// version is the interpreter version this execution recorded
+	// (changeInterpreterV1).
+	version workflow.Version
 	// activityPerKind: attempts use their kind's activity type (see
 	// changeActivityPerKind).
 	activityPerKind bool
@@ -145,11 +164,11 @@ func newInterpreter(ctx workflow.Context, p execution.RunParams) *interpreter {
 
 // setup loads the plan, restores carried state and answers the state query.
 func (i *interpreter) setup() error {
-	// Recorded once per execution; branch on it (or on later change ids)
-	// when the interpreter's commands change. See changeInterpreterV1.
-	_ = workflow.GetVersion(i.root, changeInterpreterV1, workflow.DefaultVersion, 1)
-	i.activityPerKind = workflow.GetVersion(i.root, changeActivityPerKind, workflow.DefaultVersion, 1) == 1
-	i.infra = workflow.GetVersion(i.root, changeInfraRedispatch, workflow.DefaultVersion, 1) == 1
+	// Recorded once per execution: see changeInterpreterV1.
+	i.version = workflow.GetVersion(i.root, changeInterpreterV1, workflow.DefaultVersion, interpreterVersion)
+	i.activityPerKind = i.changed(changeActivityPerKind)
+	i.infra = i.changed(changeInfraRedispatch)
+	i.events.rideAlong = i.version >= 2
 	i.durability = execution.DefaultDurability
 	if i.p.Durability != nil {
 		i.durability = i.p.Durability.WithDefaults()
@@ -176,7 +195,10 @@ func (i *interpreter) setup() error {
 	if c := i.p.Carry; c != nil {
 		i.restore(c)
 	} else {
-		i.events.update = &execution.RunUpdate{Status: execution.StatusRunning}
+		i.events.setUpdate(&execution.RunUpdate{Status: execution.StatusRunning})
+		if i.version >= 2 { // the row learns the run id here, not from the starter
+			i.events.update.TemporalRunID = workflow.GetInfo(i.root).WorkflowExecution.RunID
+		}
 		i.record(execution.EventRunStarted, nil, execution.EventData{
 			Mode: i.p.Mode, Checksum: i.p.Checksum, Revision: i.p.Revision,
 		})
@@ -200,7 +222,7 @@ func (i *interpreter) loadPlan() (graph.Plan, error) {
 // append fails, the original error is what the workflow reports.
 func (i *interpreter) failSetup(cause error) error {
 	runErr := &execution.RunError{Code: execution.RunErrPlanUnavailable, Message: cause.Error()}
-	i.events.update = &execution.RunUpdate{Status: execution.StatusFailed, Error: runErr}
+	i.events.setUpdate(&execution.RunUpdate{Status: execution.StatusFailed, Error: runErr})
 	i.record(execution.EventRunFailed, nil, execution.EventData{RunError: runErr})
 	_ = i.flush()
 	return temporal.NewNonRetryableApplicationError(runErr.Message, runErr.Code, cause)
@@ -246,7 +268,7 @@ func (i *interpreter) run() (execution.Value, error) {
 		if i.continueReason != "" && !i.activityInFlight() {
 			return execution.Value{}, i.continueAsNew()
 		}
-		if err := i.flush(); err != nil {
+		if err := i.flushOrCarry(); err != nil { // events.go
 			return execution.Value{}, err
 		}
 		i.schedule()
@@ -300,6 +322,9 @@ func (i *interpreter) collect() {
 		if n.future != nil && n.future.IsReady() {
 			var res execution.NodeResult
 			err := n.future.Get(i.work, &res)
+			if err == nil {
+				i.events.confirm(res.EventsThrough) // the events it carried are in the log
+			}
 			// Releases the attempt's context; a no-op command-wise once the
 			// future is ready, so replay-safe.
 			n.cancel()
@@ -341,6 +366,16 @@ func (i *interpreter) states() []execution.NodeState {
 		out[k] = n.state
 	}
 	return out
+}
+
+// changed reports whether a change id of version 1's era applies to this
+// execution: always from version 2 on (without recording it), else as the
+// execution recorded it, or records it (new executions never get here).
+func (i *interpreter) changed(changeID string) bool {
+	if i.version >= 2 {
+		return true
+	}
+	return workflow.GetVersion(i.root, changeID, workflow.DefaultVersion, 1) == 1
 }
 
 // now is the event clock.

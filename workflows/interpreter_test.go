@@ -71,10 +71,10 @@ func TestDiamond(t *testing.T) {
 		require.NoError(t, w.run(testParams(execution.ModeLive)))
 		require.Equal(t, []string{
 			"run.started", "node.started in", "node.completed in", "edge.taken in.out>g.in", "node.started g",
-			"--", "node.completed g", "edge.dead g.fail>c.in", "edge.taken g.pass>b.in",
+			"node.completed g", "edge.dead g.fail>c.in", "edge.taken g.pass>b.in",
 			"node.skipped c DEAD_INPUT", "edge.dead c.out>m.right", "node.started b",
 			"--", "node.completed b", "edge.taken b.out>m.left", "node.started m",
-			"--", "node.completed m", "edge.taken m.out>out.in", "node.started out", "node.completed out", "run.succeeded",
+			"node.completed m", "edge.taken m.out>out.in", "node.started out", "node.completed out", "run.succeeded",
 		}, w.f.flushes())
 		checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 		// The merge with one dead input still runs, with only the live port.
@@ -88,10 +88,10 @@ func TestDiamond(t *testing.T) {
 		require.NoError(t, w.run(testParams(execution.ModeLive)))
 		require.Equal(t, []string{
 			"run.started", "node.started in", "node.completed in", "edge.taken in.out>g.in", "node.started g",
-			"--", "node.completed g", "edge.taken g.fail>c.in", "edge.dead g.pass>b.in",
+			"node.completed g", "edge.taken g.fail>c.in", "edge.dead g.pass>b.in",
 			"node.skipped b DEAD_INPUT", "edge.dead b.out>m.left", "node.started c",
 			"--", "node.completed c", "edge.taken c.out>m.right", "node.started m",
-			"--", "node.completed m", "edge.taken m.out>out.in", "node.started out", "node.completed out", "run.succeeded",
+			"node.completed m", "edge.taken m.out>out.in", "node.started out", "node.completed out", "run.succeeded",
 		}, w.f.flushes())
 		checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 		require.JSONEq(t, `{"right":{"id":"x"}}`, string(w.result().Inline))
@@ -111,7 +111,7 @@ ok     output    in=save.out
 	require.NoError(t, w.run(testParams(execution.ModeLive)))
 	require.Equal(t, []string{
 		"run.started", "node.started in", "node.completed in", "edge.taken in.out>v.in", "node.started v",
-		"--", "node.completed v", "edge.taken v.fail>report.in", "edge.dead v.pass>save.in",
+		"node.completed v", "edge.taken v.fail>report.in", "edge.dead v.pass>save.in",
 		"node.skipped save DEAD_INPUT", "edge.dead save.out>ok.in", "node.skipped ok DEAD_INPUT", "node.started report",
 		"--", "node.completed report", "edge.taken report.out>bad.in", "node.started bad", "node.completed bad", "run.succeeded",
 	}, w.f.flushes())
@@ -132,7 +132,7 @@ out output in=m.out
 	require.NoError(t, w.run(testParams(execution.ModeLive)))
 	require.Equal(t, []string{
 		"run.started", "node.started in", "node.completed in", "edge.taken in.out>g.in", "node.started g",
-		"--", "node.completed g", "edge.taken g.fail>alt.in", "edge.dead g.pass>a.in", "edge.dead g.pass>b.in",
+		"node.completed g", "edge.taken g.fail>alt.in", "edge.dead g.pass>a.in", "edge.dead g.pass>b.in",
 		"node.skipped a DEAD_INPUT", "edge.dead a.out>m.x", "node.started alt", "node.completed alt",
 		"node.skipped b DEAD_INPUT", "edge.dead b.out>m.y", "node.skipped m DEAD_INPUT", "edge.dead m.out>out.in",
 		"node.skipped out DEAD_INPUT", "run.succeeded",
@@ -152,7 +152,7 @@ out output in=a.out
 	requireAppError(t, err, execution.RunErrNoOutput)
 	require.Equal(t, []string{
 		"run.started", "node.started in", "node.completed in", "edge.taken in.out>g.in", "node.started g",
-		"--", "node.completed g", "edge.dead g.pass>a.in", "node.skipped a DEAD_INPUT", "edge.dead a.out>out.in",
+		"node.completed g", "edge.dead g.pass>a.in", "node.skipped a DEAD_INPUT", "edge.dead a.out>out.in",
 		"node.skipped out DEAD_INPUT", "run.failed",
 	}, w.f.flushes())
 	checkLog(t, w.f, "run-1", 1, execution.StatusFailed)

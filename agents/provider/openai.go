@@ -116,6 +116,7 @@ type apiKey struct{ value string }
 // final answer constrained by response_format json_schema.
 type OpenAI struct {
 	endpoint     string
+	modelsURL    string
 	key          *apiKey
 	model        string
 	prices       map[string]Price
@@ -143,12 +144,13 @@ func NewOpenAI(c OpenAIConfig) (*OpenAI, error) {
 			c.MaxTokensField, MaxCompletionTokensField, MaxTokensField)
 	}
 	p := &OpenAI{
-		endpoint: strings.TrimRight(u.String(), "/") + "/chat/completions",
-		key:      &apiKey{value: strings.TrimSpace(c.APIKey)},
-		model:    strings.TrimSpace(c.Model),
-		prices:   c.Prices,
-		client:   c.HTTPClient,
-		maxWait:  c.MaxInlineRetryAfter, maxWaits: c.MaxRateLimitWaits, maxMalformed: c.MaxMalformedRetries,
+		endpoint:  strings.TrimRight(u.String(), "/") + "/chat/completions",
+		modelsURL: strings.TrimRight(u.String(), "/") + "/models",
+		key:       &apiKey{value: strings.TrimSpace(c.APIKey)},
+		model:     strings.TrimSpace(c.Model),
+		prices:    c.Prices,
+		client:    c.HTTPClient,
+		maxWait:   c.MaxInlineRetryAfter, maxWaits: c.MaxRateLimitWaits, maxMalformed: c.MaxMalformedRetries,
 		legacyMaxTokens: c.MaxTokensField == MaxTokensField,
 	}
 	if p.client == nil {
@@ -232,6 +234,42 @@ func (p *OpenAI) Estimate(req Request) Estimate {
 		est.Price = &price
 	}
 	return est
+}
+
+// maxProbeBody bounds what a probe reads of the reply (it only needs the
+// status).
+const maxProbeBody = 64 << 10
+
+// Probe implements Prober with the cheapest authenticated call of the
+// protocol, GET {base}/models, bounded by ctx: any answer but a 5xx, 408,
+// 401 or 403 means the endpoint is up (a 404 from an endpoint without the
+// models list still proves it reachable; a 429 is rate limiting, which
+// calls wait out themselves). Network errors, timeouts, 5xx and 408 are
+// PROVIDER_UNAVAILABLE; 401 and 403 PROVIDER_REFUSED. The key is sent as
+// on every call and never appears in the error.
+func (p *OpenAI) Probe(ctx context.Context) error {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, p.modelsURL, nil)
+	if err != nil {
+		return &Error{Code: CodeNotConfigured, Message: "bad endpoint: " + p.scrub(err.Error())}
+	}
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Authorization", "Bearer "+p.key.value)
+	resp, err := p.client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return &Error{Code: CodeTimeout, Retryable: true, Message: "the endpoint did not answer the probe in time"}
+		}
+		return &Error{Code: CodeUnavailable, Retryable: true, Message: "probe failed: " + p.scrub(errorText(err))}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBody))
+	_ = resp.Body.Close()
+	switch s := resp.StatusCode; {
+	case s >= 500 || s == http.StatusRequestTimeout:
+		return &Error{Code: CodeUnavailable, Retryable: true, Status: s, Message: fmt.Sprintf("the endpoint answered the probe with %d", s)}
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		return &Error{Code: CodeRefused, Status: s, Message: fmt.Sprintf("the endpoint refused the key (%d)", s)}
+	}
+	return nil
 }
 
 // fits reports whether waiting d still leaves time before ctx's deadline.

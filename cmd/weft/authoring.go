@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -27,7 +29,11 @@ issue:
 
   FILE:LINE:COLUMN CODE PATH MESSAGE
 
-and exits 1 when there is any. Agent revisions live on the server, so agent
+and exits 1 when there is any. A valid file prints each toolset with its
+tools and its one-line summary; a toolset without a summary (a document
+written before summaries existed) is a warning line
+("warning: ... MISSING_TOOLSET_SUMMARY ..."), which does not fail the
+command. Agent revisions live on the server, so agent
 references are not checked here (they are at dry-run and publication); nor
 are actions a worker registers beyond the built-ins.`,
 		Args: cobra.ExactArgs(1),
@@ -65,11 +71,32 @@ are actions a worker registers beyond the built-ins.`,
 				fmt.Fprintf(out, "; toolsets %s", strings.Join(names, ", "))
 			}
 			fmt.Fprintln(out, ")")
+			s.printToolsets(out)
 			if agents > 0 {
 				fmt.Fprintf(out, "note: %d agent reference(s) are resolved by the server at dry-run and publication\n", agents)
 			}
 			return nil
 		},
+	}
+}
+
+// printToolsets lists the document's toolsets with their tools and
+// summaries, then a warning line per toolset without a summary.
+func (s *source) printToolsets(w io.Writer) {
+	for _, name := range slices.Sorted(maps.Keys(s.doc.Toolsets)) {
+		ts := s.doc.Toolsets[name]
+		summary := ts.Summary
+		if summary == "" {
+			summary = "(no summary)"
+		}
+		fmt.Fprintf(w, "  toolset %s: %s [%s]\n", name, summary, strings.Join(ts.Tools, ", "))
+	}
+	for _, is := range graph.ToolsetWarnings(s.doc) {
+		var line, col int
+		if p, ok := s.positions.Lookup(strings.TrimSuffix(is.Path, "/summary")); ok {
+			line, col = p.Line, p.Column
+		}
+		fmt.Fprintln(w, "warning: "+s.issueLine(is, line, col))
 	}
 }
 
@@ -133,7 +160,7 @@ A draft may still hold other graph issues: see weft validate and publish.`,
 			fmt.Fprintf(out, "pushed %s: draft revision %d\n", d.Key, d.DraftRevision)
 			for _, cp := range s.captured {
 				ts := s.doc.Toolsets[cp.Name]
-				fmt.Fprintf(out, "  toolset %s from %s: %d tool(s), skill %d bytes\n", cp.Name, cp.Dir, len(ts.Tools), len(ts.Skill))
+				fmt.Fprintf(out, "  toolset %s from %s: %d tool(s), skill %d bytes: %s\n", cp.Name, cp.Dir, len(ts.Tools), len(ts.Skill), ts.Summary)
 			}
 			return nil
 		},
@@ -178,6 +205,9 @@ creates nothing and reports that revision.`,
 				fmt.Fprintf(out, "published %s revision %d from draft %d (checksum %s)\n", p.Key, p.Revision, draft, p.Checksum)
 			} else {
 				fmt.Fprintf(out, "%s revision %d already holds this content (checksum %s); nothing new published\n", p.Key, p.Revision, p.Checksum)
+			}
+			for _, w := range p.Warnings {
+				fmt.Fprintf(out, "warning: %s %s %s\n", w.Code, w.Path, w.Message)
 			}
 			return nil
 		},

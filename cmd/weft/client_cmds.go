@@ -35,6 +35,7 @@ func clientCommands() []*cobra.Command {
 		newRunsCmd(),
 		newEventsCmd(),
 		newCancelCmd(),
+		newVerifyCmd(),
 		newRevocationsCmd(),
 		newLimitsCmd(),
 	}
@@ -115,7 +116,7 @@ func loadSource(path string) (*source, []graph.Issue, error) {
 	for _, c := range captured {
 		// Issues about a captured toolset point where it was selected.
 		if p, ok := s.positions.Lookup(c.Pointer); ok {
-			s.positions["/toolsets/"+escapePointerToken(c.Name)] = p
+			s.positions[graph.Pointer("toolsets", c.Name)] = p
 		}
 	}
 	return s, issues, nil
@@ -142,10 +143,6 @@ func readFileBounded(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
 	}
 	return data, nil
-}
-
-func escapePointerToken(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
 // decodeError renders a decode error as one issue line.

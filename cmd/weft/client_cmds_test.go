@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // cliResult is one finished `weft` invocation.
@@ -295,6 +298,27 @@ func TestClientVerbs(t *testing.T) {
 	}
 	if r = weftCLI(t, env, "events", "00000000-0000-0000-0000-000000000000"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
 		t.Errorf("events of no run:\n%s", r)
+	}
+
+	// verify: the chain is intact; an edited event breaks it at its seq.
+	r = weftCLI(t, env, "verify", echoRun)
+	if r.code != 0 || !strings.Contains(r.stdout, "run "+echoRun+": event chain intact (") {
+		t.Fatalf("verify:\n%s", r)
+	}
+	conn, err := pgx.Connect(context.Background(), d.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), `UPDATE run_events SET data = '{"edited": true}' WHERE run_id = $1 AND seq = 2`, echoRun); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close(context.Background())
+	r = weftCLI(t, env, "verify", echoRun)
+	if r.code != 1 || !strings.Contains(r.stdout, "event chain BROKEN at seq 2 of ") || !strings.Contains(r.stdout, "does not match its hash") {
+		t.Errorf("verify an edited chain:\n%s", r)
+	}
+	if r = weftCLI(t, env, "verify", "00000000-0000-0000-0000-000000000000"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
+		t.Errorf("verify no run:\n%s", r)
 	}
 
 	// cancel: a long core.sleep run ends cancelled.

@@ -124,6 +124,7 @@ type devInstance struct {
 	cmd      *exec.Cmd
 	dataDir  string
 	apiURL   string
+	dbURL    string
 	tempPort int
 	uiPort   int
 	httpPort int
@@ -140,9 +141,10 @@ func startDev(t *testing.T) *devInstance {
 	t.Helper()
 	d := &devInstance{t: t, dataDir: t.TempDir(), tempPort: testinfra.FreePort(t), uiPort: testinfra.FreePort(t), httpPort: testinfra.FreePort(t), exited: make(chan struct{})}
 	d.apiURL = fmt.Sprintf("http://127.0.0.1:%d", d.httpPort)
+	d.dbURL = freshDatabaseURL(t)
 	var stdout io.ReadCloser
 	d.launch(append(os.Environ(),
-		"DATABASE_URL="+freshDatabaseURL(t),
+		"DATABASE_URL="+d.dbURL,
 		"WEFT_DATA_DIR="+d.dataDir,
 		"WEFT_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(d.httpPort),
 		"WEFT_TEMPORAL_PORT="+strconv.Itoa(d.tempPort),

@@ -91,8 +91,11 @@ func TestLimitsVerbs(t *testing.T) {
 		t.Fatalf("raise the cap:\n%s", r)
 	}
 	got, err := st.GetRun(context.Background(), "acme", secondID)
-	if err != nil || got.Status != "queued" || got.TemporalRunID == "" {
-		t.Fatalf("after the raise the second run is %s (temporal run %q, %v)", got.Status, got.TemporalRunID, err)
+	if err != nil || got.Status != "queued" || got.AdmittedAt == nil {
+		t.Fatalf("after the raise the second run is %s (admitted %v, %v)", got.Status, got.AdmittedAt, err)
+	}
+	if _, err := tc.DescribeWorkflow(context.Background(), got.WorkflowID, ""); err != nil {
+		t.Fatalf("the admitted run's workflow was not started: %v", err)
 	}
 	r = weftCLI(t, env, "limits", "set", "--workflow", "echo", "--max-concurrent-runs", "none", "--budget-tokens", "none")
 	if r.code != 0 || !strings.Contains(r.stdout, "max concurrent runs none, max starts per minute none, budget none") {

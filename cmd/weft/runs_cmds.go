@@ -347,7 +347,7 @@ func follow(ctx context.Context, c *client.Client, r client.Run, out io.Writer, 
 		if err != nil {
 			return r, err
 		}
-		if client.Terminal(latest.Status) {
+		if execution.Terminal(latest.Status) {
 			return latest, nil
 		}
 		select {
@@ -520,7 +520,7 @@ A run that already ended is RUN_NOT_ACTIVE.`,
 				if err != nil {
 					return err
 				}
-				if client.Terminal(r.Status) {
+				if execution.Terminal(r.Status) {
 					fmt.Fprintf(out, "run %s %s\n", r.RunID, r.Status)
 					if r.Status != execution.StatusCancelled {
 						return errors.New("the run ended before the cancellation took effect")
@@ -537,4 +537,38 @@ A run that already ended is RUN_NOT_ACTIVE.`,
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the run has ended")
 	return cmd
+}
+
+func newVerifyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify RUN_ID",
+		Short: "Check that a run's event chain is intact",
+		Long: `Asks the server to recompute the run's hash-chained event log (each event's
+hash = sha256(previous hash || canonical event)) and prints whether it is
+intact. Exits 0 when it is, 1 when it is broken (printing the first seq that
+does not match: an edited, deleted or reordered event) or cannot be checked
+(EVENTS_DELETED: retention deleted the run's events).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			c, err := apiClient()
+			if err != nil {
+				return err
+			}
+			v, err := c.VerifyRun(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("verify %s: %w", args[0], err)
+			}
+			if v.Intact {
+				fmt.Fprintf(out, "run %s: event chain intact (%d events)\n", v.RunID, v.Events)
+				return nil
+			}
+			seq := int64(0)
+			if v.FirstBrokenSeq != nil {
+				seq = *v.FirstBrokenSeq
+			}
+			fmt.Fprintf(out, "run %s: event chain BROKEN at seq %d of %d: %s\n", v.RunID, seq, v.Events, v.Reason)
+			return &silentError{msg: fmt.Sprintf("run %s: event chain broken at seq %d", v.RunID, seq)}
+		},
+	}
 }

@@ -93,8 +93,8 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // TestToolsetsExample pushes, publishes and runs examples/toolsets in
 // simulation through the CLI against `weft dev`, then checks the toolset
 // rules end to end: a folder changed after publication does not change the
-// published revision, and a missing folder, a blank SKILL.md or an unknown
-// action in toolset.yaml fails the push.
+// published revision, and a missing folder, a blank SKILL.md, an unknown
+// action in toolset.yaml or a missing or multi-line summary fails the push.
 func TestToolsetsExample(t *testing.T) {
 	d := startDev(t)
 	d.waitReady()
@@ -105,7 +105,9 @@ func TestToolsetsExample(t *testing.T) {
 	createExampleAgents(t, d, project)
 
 	r := weftCLI(t, nil, "validate", wf)
-	if r.code != 0 || !strings.Contains(r.stdout, "toolsets shared from ./tools/shared, report from ./tools/report") {
+	if r.code != 0 || !strings.Contains(r.stdout, "toolsets shared from ./tools/shared, report from ./tools/report") ||
+		!strings.Contains(r.stdout, "  toolset shared: Restate a ticket, pause briefly, and write at most one follow-up note per ticket. [core.echo@1, core.sleep@1, workspace.notes.write@1]") ||
+		strings.Contains(r.stdout, "warning:") {
 		t.Fatalf("validate:\n%s", r)
 	}
 	// Run from elsewhere: paths resolve relative to the YAML file, not the
@@ -122,7 +124,8 @@ func TestToolsetsExample(t *testing.T) {
 	sum1, pinned := revisionToolsets(t, d, "toolsets-demo", 1)
 	skill, _ := os.ReadFile(filepath.Join(project, "tools", "report", "SKILL.md"))
 	report := pinned["report"].(map[string]any)
-	if report["skill"] != string(skill) || len(report["tools"].([]any)) != 1 {
+	if report["skill"] != string(skill) || len(report["tools"].([]any)) != 1 ||
+		report["summary"] != "Restate a triage result to check it before summarising it; nothing is written." {
 		t.Fatalf("pinned report toolset: %v", report)
 	}
 	code, rev := apiCall(t, d, d.token, http.MethodGet, "/v1/workflows/toolsets-demo/revisions/1", nil)
@@ -199,7 +202,7 @@ func TestToolsetsExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	manifest := filepath.Join(project, "tools", "shared", "toolset.yaml")
-	if err := os.WriteFile(manifest, []byte("tools:\n  - core.echo@1\n  - core.teleport@1\n"), 0o644); err != nil {
+	if err := os.WriteFile(manifest, []byte("summary: Shared.\ntools:\n  - core.echo@1\n  - core.teleport@1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	push("unknown action", "MISSING_DEPENDENCY /toolsets/shared/tools/1 action core.teleport@1 is not in the catalog")
@@ -207,10 +210,24 @@ func TestToolsetsExample(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stdout, wf+":13:1 MISSING_DEPENDENCY /toolsets/shared/tools/1") {
 		t.Errorf("validate with an unknown action:\n%s", r)
 	}
-	if err := os.WriteFile(manifest, []byte("tools: [core.echo@1]\nrun: ./install.sh\n"), 0o644); err != nil {
+	if err := os.WriteFile(manifest, []byte("summary: Shared.\ntools: [core.echo@1]\nrun: ./install.sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	push("manifest with a command", `unknown key "run"`)
+	// A toolset without a summary, or with one that is not one line of at
+	// most 600 characters, is refused with its own code.
+	if err := os.WriteFile(manifest, []byte("tools: [core.echo@1]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	push("no summary", "MISSING_TOOLSET_SUMMARY /tools tools \"./tools/shared\": "+manifest+":1:1: summary is required")
+	if err := os.WriteFile(manifest, []byte("summary: |\n  one\n  two\ntools: [core.echo@1]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	push("multi-line summary", "INVALID_TOOLSET_SUMMARY /tools tools \"./tools/shared\": "+manifest+":1:1: summary must be one line")
+	r = weftCLI(t, nil, "validate", wf)
+	if r.code != 1 || !strings.Contains(r.stdout, "INVALID_TOOLSET_SUMMARY") {
+		t.Errorf("validate with a multi-line summary:\n%s", r)
+	}
 }
 
 // toolEvents maps node → tool → "type: reason message" from a run's events.
@@ -364,5 +381,35 @@ func checkPinnedSkills(t *testing.T, d *devInstance, project, runID string) {
 		if !strings.HasSuffix(system, "\n\n"+skill(folders[0])) || strings.Contains(system, skill(folders[1])) {
 			t.Errorf("%s instructions do not end with tools/%s/SKILL.md alone:\n%s", node, folders[0], system)
 		}
+	}
+}
+
+// TestValidateShowsToolsetSummaries: weft validate (offline) lists each
+// toolset with its summary, and warns about one without a summary (a
+// document written before summaries existed) without failing.
+func TestValidateShowsToolsetSummaries(t *testing.T) {
+	dir := t.TempDir()
+	doc := `schemaVersion: 1
+tools: ops
+toolsets:
+  ops: {tools: [core.echo@1], skill: Echo first., summary: Echo values back.}
+  legacy: {tools: [core.sleep@1], skill: Wait.}
+nodes:
+  - {id: in, kind: input, outputs: {out: any}}
+  - {id: out, kind: output, inputs: {in: any}}
+edges:
+  - {from: in.out, to: out.in}
+`
+	wf := writeFile(t, dir, "flow.yaml", doc)
+	r := weftCLI(t, nil, "validate", wf)
+	if r.code != 0 || !strings.Contains(r.stdout, "  toolset ops: Echo values back. [core.echo@1]") ||
+		!strings.Contains(r.stdout, "  toolset legacy: (no summary) [core.sleep@1]") ||
+		!strings.Contains(r.stdout, "warning: "+wf+":5:") || !strings.Contains(r.stdout, "MISSING_TOOLSET_SUMMARY /toolsets/legacy/summary") {
+		t.Fatalf("validate:\n%s", r)
+	}
+	bad := writeFile(t, dir, "bad.yaml", strings.Replace(doc, "summary: Echo values back.", "summary: \"one\\ntwo\"", 1))
+	r = weftCLI(t, nil, "validate", bad)
+	if r.code != 1 || !strings.Contains(r.stdout, "INVALID_TOOLSET_SUMMARY /toolsets/ops/summary") {
+		t.Fatalf("validate a multi-line summary:\n%s", r)
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -21,12 +23,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
@@ -42,82 +46,58 @@ import (
 type Options struct {
 	Rounds      int
 	Warmup      int
-	Concurrency int
+	Concurrency int // runs per throughput burst
 	Bursts      int
+	Enqueues    int // starts per enqueue-throughput measurement
+	Clients     int // concurrent clients starting them
+	Capacity    int // concurrent chain10 runs of the worker-capacity measurement
 	TemporalCLI string
 	AdminURL    string
+	// CPUProfile, when set, receives a CPU profile of this process (the
+	// API, the starter and the worker, weft's and the hand-written
+	// workflow's alike) over the latency rounds.
+	CPUProfile string
 }
 
-// chainLength is the number of core.echo nodes in the measured graph.
-const chainLength = 10
-
-// chainKey is the measured workflow's key.
-const chainKey = "chain10"
-
-// Hand-written baseline: one workflow running chainLength echo activities in
-// sequence, on the same worker and task queue as weft's interpreter.
+// The dev servers a run starts, each from bin/temporal.
 const (
-	handWorkflowName = "bench.HandWritten"
-	handActivityName = "bench.Echo"
+	// serverTuned: weft's dynamic config, in memory (what the tests run):
+	// every weft-vs-hand-written comparison runs here.
+	serverTuned = "tuned"
+	// serverWeftDev: what `weft dev` runs: the tuning, a SQLite file and
+	// its WAL pragmas.
+	serverWeftDev = "weft dev"
+	// serverStock: `temporal server start-dev` as it ships, in memory.
+	serverStock = "stock"
+	// serverEager: the tuning plus eager activity dispatch, which the SDK
+	// asks for by default and only this server flag stops.
+	serverEager = "tuned + eager activities"
 )
-
-// handWritten is the baseline workflow as one would write it by hand for
-// Temporal: the same number of activities, each with a summary naming it.
-func handWritten(ctx workflow.Context, input json.RawMessage) (json.RawMessage, error) {
-	v := input
-	for i := 1; i <= chainLength; i++ {
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: 10 * time.Second,
-			Summary:             fmt.Sprintf("e%d · echo", i),
-		})
-		if err := workflow.ExecuteActivity(actx, handActivityName, v).Get(ctx, &v); err != nil {
-			return nil, err
-		}
-	}
-	return v, nil
-}
-
-func handEcho(_ context.Context, in json.RawMessage) (json.RawMessage, error) { return in, nil }
-
-// chainGraph is input → e1 → … → e10 → output, every e a core.echo@1 action.
-func chainGraph() json.RawMessage {
-	nodes := []map[string]any{{"id": "in", "kind": "input", "outputs": map[string]string{"out": "any"}}}
-	edges := []map[string]string{}
-	prev := "in"
-	for i := 1; i <= chainLength; i++ {
-		id := fmt.Sprintf("e%d", i)
-		nodes = append(nodes, map[string]any{"id": id, "kind": "action",
-			"inputs": map[string]string{"in": "any"}, "outputs": map[string]string{"out": "any"},
-			"action": map[string]any{"id": "core.echo", "version": 1}})
-		edges = append(edges, map[string]string{"from": prev + ".out", "to": id + ".in"})
-		prev = id
-	}
-	nodes = append(nodes, map[string]any{"id": "out", "kind": "output", "inputs": map[string]string{"in": "any"}})
-	edges = append(edges, map[string]string{"from": prev + ".out", "to": "out.in"})
-	raw, _ := json.Marshal(map[string]any{"schemaVersion": 1, "nodes": nodes, "edges": edges})
-	return raw
-}
-
-var benchInput = json.RawMessage(`{"text":"hello from weftbench","n":42}`)
 
 // env is one dev server with everything weft runs against it.
 type env struct {
-	name    string
-	srv     *testsuite.DevServer
-	tc      client.Client
-	queue   string
-	tenant  string
-	token   string
-	handler http.Handler
-	store   *store.Store
-	worker  sdkworker.Worker
+	name   string
+	srv    *testsuite.DevServer
+	tc     client.Client // the worker's client
+	worker sdkworker.Worker
+	queue  string
+	tenant string
+	token  string
+	store  *store.Store
+	// api serves requests like `weft api` (a client of its own, no worker
+	// behind it); devAPI like `weft dev` (the worker's client, eager starts).
+	api, devAPI http.Handler
+	split       client.Client
+	// idleAPI enqueues onto a task queue no worker polls: the starts alone.
+	idleAPI   http.Handler
+	idleQueue string
 }
 
 // Run runs the benchmark and writes a Markdown report to out; progress
 // goes to progress.
 func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, error) {
-	if o.Rounds < 1 || o.Concurrency < 1 || o.Bursts < 1 || o.Warmup < 0 {
-		return nil, errors.New("rounds, concurrency and bursts must be positive, warmup non-negative")
+	if o.Rounds < 1 || o.Concurrency < 1 || o.Bursts < 1 || o.Warmup < 0 || o.Enqueues < 1 || o.Clients < 1 || o.Capacity < 1 {
+		return nil, errors.New("rounds, concurrency, bursts, enqueues, clients and capacity must be positive, warmup non-negative")
 	}
 	if _, err := os.Stat(o.TemporalCLI); err != nil {
 		return nil, fmt.Errorf("%s is required (make bin/temporal): %w", o.TemporalCLI, err)
@@ -139,28 +119,66 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 	if err := store.Migrate(ctx, st.Pool); err != nil {
 		return nil, err
 	}
+	dataDir, err := os.MkdirTemp("", "weftbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dataDir)
 	logf("fresh database %s", dbURL)
 
-	tuned, err := newEnv(ctx, "tuned", o.TemporalCLI, true, st, logger, progress)
-	if err != nil {
-		return nil, err
+	servers := map[string][]string{
+		serverTuned:   devserver.ExtraArgs(),
+		serverWeftDev: append(append([]string{"--db-filename", filepath.Join(dataDir, "temporal.db")}, devserver.PragmaArgs()...), devserver.ExtraArgs()...),
+		serverStock:   nil,
+		serverEager:   append(devserver.ExtraArgs(), "--dynamic-config-value", "system.enableActivityEagerExecution=true"),
 	}
-	defer tuned.close()
-	stock, err := newEnv(ctx, "stock", o.TemporalCLI, false, st, logger, progress)
-	if err != nil {
-		return nil, err
+	envs := map[string]*env{}
+	for _, name := range []string{serverTuned, serverWeftDev, serverStock, serverEager} {
+		e, err := newEnv(ctx, name, o.TemporalCLI, servers[name], st, logger, progress)
+		if err != nil {
+			return nil, err
+		}
+		defer e.close()
+		envs[name] = e
 	}
-	defer stock.close()
-	logf("dev servers: tuned %s, stock %s", tuned.srv.FrontendHostPort(), stock.srv.FrontendHostPort())
+	tuned := envs[serverTuned]
 
-	type config struct {
-		name string
-		run  func(ctx context.Context, idem string) (time.Duration, error)
+	// Latency: every configuration once per round, the order rotating.
+	wls := workloads()
+	var configs []latencyConfig
+	for _, w := range wls {
+		configs = append(configs,
+			latencyConfig{"weft " + w.key, w, func(ctx context.Context, idem string) (time.Duration, error) {
+				return tuned.weftRun(ctx, tuned.api, w, idem)
+			}},
+			latencyConfig{"hand-written " + w.key, w, func(ctx context.Context, idem string) (time.Duration, error) {
+				return tuned.handRun(ctx, w, idem)
+			}})
 	}
-	configs := []config{
-		{"weft, tuned dev server", tuned.weftRun},
-		{"weft, stock dev server", stock.weftRun},
-		{"hand-written workflow, tuned dev server", tuned.handRun},
+	chain := wls[0]
+	for _, c := range []latencyConfig{
+		{"weft chain10, weft dev shape (eager start)", chain, func(ctx context.Context, idem string) (time.Duration, error) {
+			return tuned.weftRun(ctx, tuned.devAPI, chain, idem)
+		}},
+		{"weft chain10, weft dev's server, weft dev shape", chain, func(ctx context.Context, idem string) (time.Duration, error) {
+			e := envs[serverWeftDev]
+			return e.weftRun(ctx, e.devAPI, chain, idem)
+		}},
+		{"hand-written chain10, weft dev's server", chain, func(ctx context.Context, idem string) (time.Duration, error) {
+			return envs[serverWeftDev].handRun(ctx, chain, idem)
+		}},
+		{"hand-written chain10, stock server", chain, func(ctx context.Context, idem string) (time.Duration, error) {
+			return envs[serverStock].handRun(ctx, chain, idem)
+		}},
+		{"weft chain10, eager activities", chain, func(ctx context.Context, idem string) (time.Duration, error) {
+			e := envs[serverEager]
+			return e.weftRun(ctx, e.api, chain, idem)
+		}},
+		{"hand-written chain10, eager activities", chain, func(ctx context.Context, idem string) (time.Duration, error) {
+			return envs[serverEager].handRun(ctx, chain, idem)
+		}},
+	} {
+		configs = append(configs, c)
 	}
 	for _, c := range configs {
 		for i := 0; i < o.Warmup; i++ {
@@ -169,11 +187,21 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 			}
 		}
 	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer f.Close()
+	}
 	logf("latency: %d rounds of %d configurations", o.Rounds, len(configs))
 	samples := make([][]time.Duration, len(configs))
 	for r := 0; r < o.Rounds; r++ {
 		for k := range configs {
-			i := (r + k) % len(configs) // rotate the order every round
+			i := (r + k) % len(configs)
 			d, err := configs[i].run(ctx, fmt.Sprintf("lat-%d-%d-%s", r, i, uuid.NewString()))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", configs[i].name, err)
@@ -181,52 +209,117 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 			samples[i] = append(samples[i], d)
 		}
 	}
+	if o.CPUProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	for i, c := range configs {
 		rep.Latency = append(rep.Latency, summarize(c.name, samples[i]))
 	}
 
-	logf("throughput: %d bursts of %d runs per configuration", o.Bursts, o.Concurrency)
-	bursts := []struct {
+	logf("history: one run of each workload")
+	for _, w := range wls {
+		idem := "history-" + uuid.NewString()
+		if _, err := tuned.weftRun(ctx, tuned.api, w, idem); err != nil {
+			return nil, err
+		}
+		if _, err := tuned.handRun(ctx, w, idem); err != nil {
+			return nil, err
+		}
+		weft, err := tuned.history(ctx, tuned.workflowID(w, idem))
+		if err != nil {
+			return nil, err
+		}
+		hand, err := tuned.history(ctx, "hand-"+idem)
+		if err != nil {
+			return nil, err
+		}
+		rep.History = append(rep.History, HistorySummary{Workload: w.key, Activities: w.activities, Weft: weft, Hand: hand})
+	}
+
+	logf("throughput: %d bursts of %d chain10 runs per side", o.Bursts, o.Concurrency)
+	sides := []struct {
 		name string
 		run  func(ctx context.Context, idem string) (time.Duration, error)
 	}{
-		{"weft, tuned dev server", tuned.weftRun},
-		{"hand-written workflow, tuned dev server", tuned.handRun},
+		{"weft chain10", func(ctx context.Context, idem string) (time.Duration, error) {
+			return tuned.weftRun(ctx, tuned.api, chain, idem)
+		}},
+		{"hand-written chain10", func(ctx context.Context, idem string) (time.Duration, error) {
+			return tuned.handRun(ctx, chain, idem)
+		}},
 	}
-	results := make([][]burstResult, len(bursts))
+	results := make([][]burstResult, len(sides))
 	for b := 0; b < o.Bursts; b++ {
-		for k := range bursts {
-			i := (b + k) % len(bursts)
-			res, err := burst(ctx, o.Concurrency, fmt.Sprintf("burst-%d-%d", b, i), bursts[i].run)
+		for k := range sides {
+			i := (b + k) % len(sides)
+			res, err := burst(ctx, o.Concurrency, o.Concurrency, fmt.Sprintf("burst-%d-%d", b, i), sides[i].run)
 			if err != nil {
-				return nil, fmt.Errorf("%s burst: %w", bursts[i].name, err)
+				return nil, fmt.Errorf("%s burst: %w", sides[i].name, err)
 			}
 			results[i] = append(results[i], res)
 		}
 	}
-	for i, b := range bursts {
-		rep.Throughput = append(rep.Throughput, summarizeBursts(b.name, results[i]))
+	for i, s := range sides {
+		rep.Throughput = append(rep.Throughput, summarizeBursts(s.name, results[i]))
 	}
+
+	logf("enqueue: %d starts from %d clients per side, onto a queue no worker polls", o.Enqueues, o.Clients)
+	for b := 0; b < 2; b++ {
+		for k, side := range []struct {
+			name string
+			run  func(ctx context.Context, idem string) (time.Duration, error)
+		}{
+			{"weft: POST /v1/workflows/chain10/runs", func(ctx context.Context, idem string) (time.Duration, error) { return tuned.enqueueIdle(ctx, idem) }},
+			{"raw SDK: client.ExecuteWorkflow", func(ctx context.Context, idem string) (time.Duration, error) { return tuned.startIdle(ctx, idem) }},
+		} {
+			res, err := burst(ctx, o.Enqueues, o.Clients, fmt.Sprintf("enqueue-%d-%d", b, k), side.run)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", side.name, err)
+			}
+			if b == 1 { // the first pass warms both sides up
+				rep.Enqueue = append(rep.Enqueue, summarizeBursts(side.name, []burstResult{res}))
+			}
+		}
+	}
+
+	logf("capacity: %d chain10 runs at once per side", o.Capacity)
+	for _, side := range sides {
+		res, err := burst(ctx, o.Capacity, o.Capacity, "capacity-"+uuid.NewString()[:8], side.run)
+		if err != nil {
+			return nil, fmt.Errorf("%s capacity: %w", side.name, err)
+		}
+		rep.Capacity = append(rep.Capacity, CapacitySummary{Name: side.name,
+			AttemptsPerSecond: float64(o.Capacity*chain.activities) / res.wall.Seconds(), Wall: res.wall})
+	}
+	rep.RSS, rep.PeakRSS = memoryOfThisProcess()
+
 	rep.LoadAfter = loadAverage()
 	rep.Elapsed = time.Since(rep.Started)
 	rep.write(out)
 	return rep, nil
 }
 
-// newEnv starts a dev server (tuned: weft's dynamic config; otherwise the
-// stock flags) with weft's search attributes, and wires a worker, the
-// starter and the API to it, then publishes the chain.
-func newEnv(ctx context.Context, name, bin string, tuned bool, st *store.Store, logger *slog.Logger, progress io.Writer) (*env, error) {
-	args := devserver.SearchAttributeArgs() // weft's runs carry them; without them starts fail
-	if tuned {
-		args = append(devserver.ExtraArgs(), args...)
-	}
+// latencyConfig is one latency configuration.
+type latencyConfig struct {
+	name     string
+	workload workload
+	run      func(ctx context.Context, idem string) (time.Duration, error)
+}
+
+// newEnv starts a dev server with args and weft's search attributes, and
+// wires a worker (weft's registrations and the hand-written workflows), the
+// starter and the API to it, then publishes the workloads.
+func newEnv(ctx context.Context, name, bin string, args []string, st *store.Store, logger *slog.Logger, progress io.Writer) (*env, error) {
+	args = append(slices.Clone(args), devserver.SearchAttributeArgs()...) // weft's runs carry them; without them starts fail
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	srv, err := testsuite.StartDevServer(sctx, testsuite.DevServerOptions{
 		ExistingPath: bin,
+		// Uncompressed, as temporalclient dials a loopback address, for
+		// weft's side and the hand-written side alike.
 		ClientOptions: &client.Options{Namespace: "default",
-			Logger: sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk", "server", name))},
+			Logger:            sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk", "server", name)),
+			ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}},
 		LogLevel:  "error",
 		ExtraArgs: args,
 		Stdout:    progress,
@@ -235,47 +328,71 @@ func newEnv(ctx context.Context, name, bin string, tuned bool, st *store.Store, 
 	if err != nil {
 		return nil, fmt.Errorf("start %s dev server: %w", name, err)
 	}
-	e := &env{name: name, srv: srv, tc: srv.Client(), queue: "bench-" + name, tenant: "bench-" + name, store: st}
+	slug := strings.NewReplacer(" ", "-", "+", "").Replace(name)
+	e := &env{name: name, srv: srv, tc: srv.Client(), queue: "bench-" + slug, idleQueue: "bench-idle-" + slug,
+		tenant: "bench-" + slug, store: st}
+	fail := func(err error) (*env, error) {
+		e.close()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	cfg, err := config.FromEnv(func(string) string { return "" })
 	if err != nil {
-		e.close()
-		return nil, err
+		return fail(err)
 	}
 	cfg.TaskQueue = e.queue
 	w := sdkworker.New(e.tc, e.queue, worker.Options(cfg, logger))
 	if err := worker.Register(w, worker.Deps{Config: cfg, Store: st, Temporal: e.tc, Logger: logger}); err != nil {
-		e.close()
-		return nil, err
+		return fail(err)
 	}
-	w.RegisterWorkflowWithOptions(handWritten, workflow.RegisterOptions{Name: handWorkflowName})
 	w.RegisterActivityWithOptions(handEcho, activity.RegisterOptions{Name: handActivityName})
+	for _, wl := range workloads() {
+		if strings.HasPrefix(wl.hand, handChainPrefix) {
+			w.RegisterWorkflowWithOptions(handChain(wl.nodes), workflow.RegisterOptions{Name: wl.hand})
+		}
+	}
+	w.RegisterWorkflowWithOptions(handFanOut, workflow.RegisterOptions{Name: handFanOutName})
+	w.RegisterWorkflowWithOptions(handDiamond, workflow.RegisterOptions{Name: handDiamondName})
 	if err := w.Start(); err != nil {
-		e.close()
-		return nil, err
+		return fail(err)
 	}
 	e.worker = w
-	runs, err := starter.New(starter.Deps{Store: st, Temporal: e.tc, TaskQueue: e.queue,
-		UIURL: "http://localhost:8233", Namespace: "default", Logger: logger})
+	e.split, err = client.NewClientFromExisting(e.tc, client.Options{Namespace: "default",
+		Logger: sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk", "server", name, "client", "split"))})
 	if err != nil {
-		e.close()
-		return nil, err
+		return fail(err)
 	}
+
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	keys, err := auth.NewKeys(hex.EncodeToString(secret))
 	if err != nil {
-		e.close()
-		return nil, err
+		return fail(err)
 	}
 	e.token, err = keys.Mint(auth.Principal{Tenant: e.tenant, Sub: "bench", Scopes: auth.AllScopes}, 24*time.Hour)
 	if err != nil {
-		e.close()
-		return nil, err
+		return fail(err)
 	}
-	e.handler = api.New(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: e.tc, Logger: logger, Starter: runs})
-	if err := e.publish(); err != nil {
-		e.close()
-		return nil, fmt.Errorf("%s: publish %s: %w", name, chainKey, err)
+	handler := func(tc client.Client, queue string, eager bool) (http.Handler, error) {
+		runs, err := starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue,
+			UIURL: "http://localhost:8233", Namespace: "default", Logger: logger, EagerStart: eager})
+		if err != nil {
+			return nil, err
+		}
+		return api.New(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Starter: runs}), nil
+	}
+	if e.api, err = handler(e.split, e.queue, false); err != nil {
+		return fail(err)
+	}
+	if e.devAPI, err = handler(e.tc, e.queue, true); err != nil {
+		return fail(err)
+	}
+	if e.idleAPI, err = handler(e.split, e.idleQueue, false); err != nil {
+		return fail(err)
+	}
+	for _, wl := range workloads() {
+		if err := e.publish(wl); err != nil {
+			return fail(fmt.Errorf("publish %s: %w", wl.key, err))
+		}
 	}
 	return e, nil
 }
@@ -284,6 +401,9 @@ func (e *env) close() {
 	if e.worker != nil {
 		e.worker.Stop()
 	}
+	if e.split != nil {
+		e.split.Close()
+	}
 	if e.tc != nil {
 		e.tc.Close()
 	}
@@ -291,7 +411,7 @@ func (e *env) close() {
 }
 
 // request serves one API request in process (no network).
-func (e *env) request(ctx context.Context, method, path string, body any) (int, []byte, error) {
+func (e *env) request(ctx context.Context, h http.Handler, method, path string, body any) (int, []byte, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return 0, nil, err
@@ -300,28 +420,32 @@ func (e *env) request(ctx context.Context, method, path string, body any) (int, 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+e.token)
 	rec := httptest.NewRecorder()
-	e.handler.ServeHTTP(rec, req)
+	h.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.Bytes(), nil
 }
 
-func (e *env) publish() error {
+func (e *env) publish(w workload) error {
 	ctx := context.Background()
-	code, body, err := e.request(ctx, http.MethodPost, "/v1/workflows", map[string]any{"key": chainKey, "graph": chainGraph()})
+	code, body, err := e.request(ctx, e.api, http.MethodPost, "/v1/workflows", map[string]any{"key": w.key, "graph": w.graph})
 	if err != nil || code != http.StatusCreated {
 		return fmt.Errorf("create: %d %s %v", code, body, err)
 	}
-	code, body, err = e.request(ctx, http.MethodPost, "/v1/workflows/"+chainKey+"/publish", map[string]any{"expectedRevision": 1})
+	code, body, err = e.request(ctx, e.api, http.MethodPost, "/v1/workflows/"+w.key+"/publish", map[string]any{"expectedRevision": 1})
 	if err != nil || code != http.StatusCreated {
 		return fmt.Errorf("publish: %d %s %v", code, body, err)
 	}
 	return nil
 }
 
-// weftRun enqueues the chain through the API and waits for the run to
-// end; it checks the run succeeded with the input as its output.
-func (e *env) weftRun(ctx context.Context, idem string) (time.Duration, error) {
+func (e *env) workflowID(w workload, idem string) string {
+	return starter.WorkflowID(e.tenant, w.key, idem)
+}
+
+// weftRun enqueues w through the API h and waits for the run to end; it
+// checks the run succeeded and carried the input through.
+func (e *env) weftRun(ctx context.Context, h http.Handler, w workload, idem string) (time.Duration, error) {
 	start := time.Now()
-	code, body, err := e.request(ctx, http.MethodPost, "/v1/workflows/"+chainKey+"/runs",
+	code, body, err := e.request(ctx, h, http.MethodPost, "/v1/workflows/"+w.key+"/runs",
 		map[string]any{"input": benchInput, "idempotencyKey": idem})
 	if err != nil {
 		return 0, err
@@ -337,7 +461,7 @@ func (e *env) weftRun(ctx context.Context, idem string) (time.Duration, error) {
 	}
 	// The interpreter stores the run's final status before its workflow
 	// completes, so the workflow's end is the run's end.
-	if err := e.tc.GetWorkflow(ctx, starter.WorkflowID(e.tenant, chainKey, idem), "").Get(ctx, nil); err != nil {
+	if err := e.tc.GetWorkflow(ctx, e.workflowID(w, idem), "").Get(ctx, nil); err != nil {
 		return 0, fmt.Errorf("run %s: %w", acc.RunID, err)
 	}
 	d := time.Since(start)
@@ -351,10 +475,10 @@ func (e *env) weftRun(ctx context.Context, idem string) (time.Duration, error) {
 	return d, nil
 }
 
-// handRun starts the hand-written workflow and waits for its result.
-func (e *env) handRun(ctx context.Context, idem string) (time.Duration, error) {
+// handRun starts w's hand-written workflow and waits for its result.
+func (e *env) handRun(ctx context.Context, w workload, idem string) (time.Duration, error) {
 	start := time.Now()
-	run, err := e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "hand-" + idem, TaskQueue: e.queue}, handWorkflowName, benchInput)
+	run, err := e.split.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "hand-" + idem, TaskQueue: e.queue}, w.hand, benchInput)
 	if err != nil {
 		return 0, err
 	}
@@ -364,9 +488,55 @@ func (e *env) handRun(ctx context.Context, idem string) (time.Duration, error) {
 	}
 	d := time.Since(start)
 	if !bytes.Contains(out, []byte("hello from weftbench")) {
-		return 0, fmt.Errorf("hand-written workflow returned %s", out)
+		return 0, fmt.Errorf("hand-written %s returned %s", w.hand, out)
 	}
 	return d, nil
+}
+
+// enqueueIdle enqueues chain10 through the API onto a queue no worker
+// polls: the enqueue alone (idempotency binding, run row, start).
+func (e *env) enqueueIdle(ctx context.Context, idem string) (time.Duration, error) {
+	start := time.Now()
+	code, body, err := e.request(ctx, e.idleAPI, http.MethodPost, "/v1/workflows/chain10/runs",
+		map[string]any{"input": benchInput, "idempotencyKey": idem})
+	if err != nil {
+		return 0, err
+	}
+	if code != http.StatusAccepted {
+		return 0, fmt.Errorf("enqueue: %d %s", code, body)
+	}
+	return time.Since(start), nil
+}
+
+// startIdle starts the hand-written chain with the SDK onto the same idle queue.
+func (e *env) startIdle(ctx context.Context, idem string) (time.Duration, error) {
+	start := time.Now()
+	_, err := e.split.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "idle-" + idem, TaskQueue: e.idleQueue},
+		handChainName(10), benchInput)
+	return time.Since(start), err
+}
+
+// history counts a closed workflow's history events and their encoded bytes.
+func (e *env) history(ctx context.Context, workflowID string) (HistoryCount, error) {
+	it := e.tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var c HistoryCount
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return HistoryCount{}, err
+		}
+		c.Events++
+		c.Bytes += proto.Size(ev)
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			c.WorkflowTasks++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			c.Activities++
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			c.Markers++
+		}
+	}
+	return c, nil
 }
 
 type burstResult struct {
@@ -376,18 +546,21 @@ type burstResult struct {
 	mallocs    uint64
 }
 
-// burst starts n runs at once and waits for all of them.
-func burst(ctx context.Context, n int, prefix string, run func(context.Context, string) (time.Duration, error)) (burstResult, error) {
+// burst runs n calls of run, at most clients at once, and waits for all.
+func burst(ctx context.Context, n, clients int, prefix string, run func(context.Context, string) (time.Duration, error)) (burstResult, error) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, n)
+	slots := make(chan struct{}, clients)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
+		slots <- struct{}{}
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			_, errs[i] = run(ctx, fmt.Sprintf("%s-%d-%s", prefix, i, uuid.NewString()))
 		}()
 	}
@@ -398,6 +571,25 @@ func burst(ctx context.Context, n int, prefix string, run func(context.Context, 
 		return burstResult{}, err
 	}
 	return burstResult{wall: wall, runs: n, allocBytes: after.TotalAlloc - before.TotalAlloc, mallocs: after.Mallocs - before.Mallocs}, nil
+}
+
+// memoryOfThisProcess is VmRSS and VmHWM of /proc/self/status, in bytes
+// (0 elsewhere).
+func memoryOfThisProcess() (rss, peak int64) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb int64
+		if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kb); err == nil {
+			rss = kb << 10
+		}
+		if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+			peak = kb << 10
+		}
+	}
+	return rss, peak
 }
 
 // createDatabase creates weft_bench_<random> next to adminURL's database

@@ -3,23 +3,30 @@
 // run (the machine is noisy; absolute numbers from different runs do not
 // compare). `make bench` runs it after the Go benchmarks.
 //
-// It creates a fresh PostgreSQL database, starts two dev servers from
-// bin/temporal — one with weft's tuning (package devserver), one with the
-// stock flags — and, in this process, a worker registering exactly what
-// `weft worker` registers, the starter and the HTTP API on each. Then:
+// It creates a fresh PostgreSQL database and starts four dev servers from
+// bin/temporal: "tuned" (weft's dynamic config, in memory), "weft dev"
+// (the same with a SQLite file in WAL mode, as `weft dev` runs it),
+// "stock" (`temporal server start-dev` as shipped) and "tuned + eager
+// activities". On each, in this process, a worker registering exactly what
+// `weft worker` registers plus hand-written Temporal workflows doing the
+// same work, and the starter and HTTP API. Then:
 //
-//   - latency: a 10-node linear core.echo chain, from the enqueue request
-//     to the run's completion, on the tuned server vs the stock one, and vs
-//     a hand-written Temporal workflow running 10 echo activities in
-//     sequence on the tuned server (what weft costs over writing the
-//     workflow by hand);
-//   - throughput: N such runs enqueued at once, weft vs the hand-written
-//     workflow, with the bytes this process allocates per run.
+//   - latency of four workloads (a chain of 10 and of 50 core.echo
+//     actions, a fan-out of 10 with a merge, a diamond with a gate and a
+//     merge), weft against the hand-written workflow, from the enqueue
+//     request to the run's end; chain10 also in the `weft dev` shape
+//     (eager start), on weft dev's server, on the stock server and with
+//     eager activities;
+//   - history events and bytes per run of each workload;
+//   - throughput: N chain10 runs enqueued at once, with the bytes this
+//     process allocates per run;
+//   - enqueue throughput: starts through the API against raw SDK starts;
+//   - worker capacity: node attempts per second with many runs at once.
 //
-// Samples of the configurations are interleaved (round-robin, rotating the
-// order) so load spikes hit all of them alike.
+// Samples are interleaved (round-robin, rotating the order) so load spikes
+// hit all configurations alike.
 //
-//	go run ./cmd/weftbench [-rounds 30] [-concurrency 30] [-bursts 3]
+//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-cpuprofile cpu.out]
 package main
 
 import (
@@ -35,10 +42,14 @@ import (
 
 func main() {
 	opts := Options{}
-	flag.IntVar(&opts.Rounds, "rounds", 30, "latency samples per configuration")
-	flag.IntVar(&opts.Warmup, "warmup", 3, "unrecorded runs per configuration first")
+	flag.IntVar(&opts.Rounds, "rounds", 15, "latency samples per configuration")
+	flag.IntVar(&opts.Warmup, "warmup", 2, "unrecorded runs per configuration first")
 	flag.IntVar(&opts.Concurrency, "concurrency", 30, "runs enqueued at once in a throughput burst")
 	flag.IntVar(&opts.Bursts, "bursts", 3, "throughput bursts per configuration")
+	flag.IntVar(&opts.Enqueues, "enqueues", 200, "starts per enqueue-throughput measurement")
+	flag.IntVar(&opts.Clients, "clients", 20, "concurrent clients of the enqueue measurement")
+	flag.IntVar(&opts.Capacity, "capacity", 50, "chain10 runs at once in the worker-capacity measurement")
+	flag.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the latency rounds")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")
 	flag.StringVar(&opts.AdminURL, "admin-url", testinfra.AdminURL(), "PostgreSQL URL the benchmark database is created from (WEFT_TEST_DATABASE_URL)")
 	flag.Parse()

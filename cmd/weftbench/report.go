@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -15,10 +16,21 @@ type Report struct {
 	LoadAfter  string
 	CPUs       int
 	GoVersion  string
-	// Latency: weft tuned, weft stock, hand-written tuned (in that order).
+	// Latency, in configuration order: per workload weft then
+	// hand-written (tuned server, `weft api` shape), then the chain10
+	// variants (Run lists them).
 	Latency []LatencySummary
-	// Throughput: weft tuned, hand-written tuned.
+	// History: one run of each workload, weft and hand-written.
+	History []HistorySummary
+	// Throughput: weft chain10, hand-written chain10.
 	Throughput []ThroughputSummary
+	// Enqueue: weft's API, the raw SDK start.
+	Enqueue []ThroughputSummary
+	// Capacity: weft chain10, hand-written chain10, Options.Capacity at once.
+	Capacity []CapacitySummary
+	// RSS and PeakRSS of this process at the end (API, starter, workers of
+	// four dev servers, both sides).
+	RSS, PeakRSS int64
 }
 
 // LatencySummary summarizes sequential end-to-end samples.
@@ -32,6 +44,18 @@ type LatencySummary struct {
 func summarize(name string, d []time.Duration) LatencySummary {
 	s := sortedCopy(d)
 	return LatencySummary{Name: name, Samples: d, Min: s[0], Median: percentile(s, 0.5), P90: percentile(s, 0.9), Max: s[len(s)-1]}
+}
+
+// HistoryCount is one closed execution's history.
+type HistoryCount struct {
+	Events, Bytes, WorkflowTasks, Activities, Markers int
+}
+
+// HistorySummary compares one run of a workload on both sides.
+type HistorySummary struct {
+	Workload   string
+	Activities int // a run executes
+	Weft, Hand HistoryCount
 }
 
 // ThroughputSummary summarizes the bursts of one configuration.
@@ -58,6 +82,13 @@ func summarizeBursts(name string, bs []burstResult) ThroughputSummary {
 	return out
 }
 
+// CapacitySummary is how many node attempts per second one worker ran.
+type CapacitySummary struct {
+	Name              string
+	AttemptsPerSecond float64
+	Wall              time.Duration
+}
+
 func medianF(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	for i := 1; i < len(s); i++ { // insertion sort: a handful of values
@@ -73,29 +104,42 @@ func medianF(v []float64) float64 {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
 
-// Ratios derived from the report (all from the same run).
-func (r *Report) TunedVsStock() float64 {
-	return r.Latency[1].Median.Seconds() / r.Latency[0].Median.Seconds()
+// latency returns the summary named name (the zero value if absent).
+func (r *Report) latency(name string) LatencySummary {
+	for _, l := range r.Latency {
+		if l.Name == name {
+			return l
+		}
+	}
+	return LatencySummary{}
 }
 
-// WeftVsHand is weft's median latency over the hand-written workflow's.
-func (r *Report) WeftVsHand() float64 {
-	return r.Latency[0].Median.Seconds() / r.Latency[2].Median.Seconds()
+// ratio is the median of a over the median of b, with the median of
+// per-round ratios (each round's samples ran back to back, so each ratio
+// sees the same load).
+func (r *Report) ratio(a, b string) (medians, paired float64) {
+	la, lb := r.latency(a), r.latency(b)
+	if lb.Median == 0 {
+		return 0, 0
+	}
+	return la.Median.Seconds() / lb.Median.Seconds(), pairedRatio(la.Samples, lb.Samples)
 }
 
-// PerNodeOverhead is what weft adds per node over the hand-written workflow.
-func (r *Report) PerNodeOverhead() time.Duration {
-	return (r.Latency[0].Median - r.Latency[2].Median) / chainLength
-}
-
-// pairedRatio is the median over rounds of num[r]/den[r]: samples of one
-// round ran back to back, so each ratio sees the same load.
 func pairedRatio(num, den []time.Duration) float64 {
 	var rs []float64
 	for i := range min(len(num), len(den)) {
 		rs = append(rs, num[i].Seconds()/den[i].Seconds())
 	}
+	if len(rs) == 0 {
+		return 0
+	}
 	return medianF(rs)
+}
+
+// WeftVsHand is weft's median chain10 latency over the hand-written one's.
+func (r *Report) WeftVsHand() float64 {
+	m, _ := r.ratio("weft chain10", "hand-written chain10")
+	return m
 }
 
 // ThroughputRatio is weft's runs/s over the hand-written workflow's.
@@ -106,39 +150,118 @@ func (r *Report) AllocRatio() float64 {
 	return r.Throughput[0].AllocPerRun / r.Throughput[1].AllocPerRun
 }
 
+// EnqueueRatio is weft's enqueue rate over the raw SDK's.
+func (r *Report) EnqueueRatio() float64 { return r.Enqueue[0].Median / r.Enqueue[1].Median }
+
+// DevServerVsStock is stock over weft dev's server, hand-written chain10.
+func (r *Report) DevServerVsStock() float64 {
+	m, _ := r.ratio("hand-written chain10, stock server", "hand-written chain10, weft dev's server")
+	return m
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
 func (r *Report) write(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "\n## weftbench %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "%s, %d CPUs; load average %s before, %s after; %s in all.\n", r.GoVersion, r.CPUs, r.LoadBefore, r.LoadAfter, r.Elapsed.Round(time.Second))
-	fmt.Fprintf(w, "Options: -rounds %d -warmup %d -concurrency %d -bursts %d.\n\n", o.Rounds, o.Warmup, o.Concurrency, o.Bursts)
+	fmt.Fprintf(w, "Options: -rounds %d -warmup %d -concurrency %d -bursts %d -enqueues %d -clients %d -capacity %d.\n\n",
+		o.Rounds, o.Warmup, o.Concurrency, o.Bursts, o.Enqueues, o.Clients, o.Capacity)
 
-	fmt.Fprintf(w, "### Latency: %d-node core.echo chain, enqueue request → run succeeded (ms, %d sequential runs each, interleaved)\n\n", chainLength, o.Rounds)
+	fmt.Fprintf(w, "### Latency: enqueue request → run succeeded (ms, %d sequential runs each, interleaved)\n\n", o.Rounds)
+	fmt.Fprintf(w, "Dev servers: %q (weft's tuning, in memory) unless named; %q adds a SQLite file in WAL mode; %q is `temporal server start-dev` as shipped; %q adds `system.enableActivityEagerExecution`. weft's API is on a client of its own (the `weft api` shape) unless it says `weft dev shape` (the worker's client, eager starts).\n\n",
+		serverTuned, serverWeftDev, serverStock, serverEager)
 	fmt.Fprintln(w, "| configuration | min | median | p90 | max |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
 	for _, l := range r.Latency {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", l.Name, ms(l.Min), ms(l.Median), ms(l.P90), ms(l.Max))
 	}
-	fmt.Fprintf(w, "\n### Throughput: %d runs enqueued at once (%d bursts each, interleaved)\n\n", o.Concurrency, o.Bursts)
-	fmt.Fprintln(w, "| configuration | runs/s per burst | median runs/s | KiB allocated per run | allocations per run |")
-	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: |")
-	for _, t := range r.Throughput {
-		per := ""
-		for i, v := range t.RunsPerSecond {
-			if i > 0 {
-				per += ", "
-			}
-			per += fmt.Sprintf("%.1f", v)
-		}
-		fmt.Fprintf(w, "| %s | %s | %.1f | %.0f | %.0f |\n", t.Name, per, t.Median, t.AllocPerRun/1024, t.MallocsPerRun)
+
+	fmt.Fprintf(w, "\n### History per run (one run of each, tuned server)\n\n")
+	fmt.Fprintln(w, "| workload | weft events | hand-written events | extra events per activity | weft KiB | hand-written KiB | weft workflow tasks | hand-written workflow tasks | weft markers |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, h := range r.History {
+		fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.1f | %.1f | %d | %d | %d |\n", h.Workload, h.Weft.Events, h.Hand.Events,
+			float64(h.Weft.Events-h.Hand.Events)/float64(h.Activities), float64(h.Weft.Bytes)/1024, float64(h.Hand.Bytes)/1024,
+			h.Weft.WorkflowTasks, h.Hand.WorkflowTasks, h.Weft.Markers)
 	}
-	fmt.Fprintf(w, "\n### Ratios (medians of this run)\n\n")
-	fmt.Fprintf(w, "- tuned vs stock dev server, weft latency: stock/tuned = **%.1fx** (%s ms vs %s ms)\n",
-		r.TunedVsStock(), ms(r.Latency[1].Median), ms(r.Latency[0].Median))
-	fmt.Fprintf(w, "- weft vs hand-written workflow, latency: weft/hand-written = **%.2fx** (%s ms vs %s ms); weft adds **%s ms per node**\n",
-		r.WeftVsHand(), ms(r.Latency[0].Median), ms(r.Latency[2].Median), ms(r.PerNodeOverhead()))
-	fmt.Fprintf(w, "- the same two ratios as medians of per-round ratios (each round's samples ran back to back): stock/tuned **%.1fx**, weft/hand-written **%.2fx**\n",
-		pairedRatio(r.Latency[1].Samples, r.Latency[0].Samples), pairedRatio(r.Latency[0].Samples, r.Latency[2].Samples))
-	fmt.Fprintf(w, "- weft vs hand-written workflow, throughput: weft/hand-written = **%.2fx** (%.1f vs %.1f runs/s)\n",
-		r.ThroughputRatio(), r.Throughput[0].Median, r.Throughput[1].Median)
-	fmt.Fprintf(w, "- weft vs hand-written workflow, bytes allocated per run in this process: weft/hand-written = **%.1fx**\n", r.AllocRatio())
+
+	fmt.Fprintf(w, "\n### Throughput: %d chain10 runs at once (%d bursts each, interleaved)\n\n", o.Concurrency, o.Bursts)
+	writeThroughput(w, r.Throughput)
+	fmt.Fprintf(w, "\n### Enqueue: %d starts from %d concurrent clients onto a task queue no worker polls (the second of two passes)\n\n", o.Enqueues, o.Clients)
+	writeThroughput(w, r.Enqueue)
+	fmt.Fprintf(w, "\n### Worker capacity: %d chain10 runs at once on one worker\n\n", o.Capacity)
+	fmt.Fprintln(w, "| side | node attempts/s | wall |")
+	fmt.Fprintln(w, "| --- | ---: | ---: |")
+	for _, c := range r.Capacity {
+		fmt.Fprintf(w, "| %s | %.0f | %s |\n", c.Name, c.AttemptsPerSecond, c.Wall.Round(time.Millisecond))
+	}
+	fmt.Fprintf(w, "\nThis process at the end: RSS %.0f MiB, peak %.0f MiB (API, starter and workers of four dev servers, both sides).\n",
+		float64(r.RSS)/(1<<20), float64(r.PeakRSS)/(1<<20))
+
+	fmt.Fprintf(w, "\n### Ratios (this run) and targets\n\n")
+	line := func(what, a, b string, target float64, below bool) {
+		m, p := r.ratio(a, b)
+		ok := m <= target
+		if !below {
+			ok = m >= target
+		}
+		cmp := "≤"
+		if !below {
+			cmp = "≥"
+		}
+		fmt.Fprintf(w, "- %s: **%.2fx** (medians %s / %s ms; per-round median %.2fx); target %s %.2fx: %s\n",
+			what, m, ms(r.latency(a).Median), ms(r.latency(b).Median), p, cmp, target, verdict(ok))
+	}
+	for _, wl := range workloads() {
+		target := 0.0
+		switch wl.key {
+		case "chain10", "fanout10":
+			target = 1.10
+		}
+		if target > 0 {
+			line("weft / hand-written, "+wl.key, "weft "+wl.key, "hand-written "+wl.key, target, true)
+		} else {
+			m, p := r.ratio("weft "+wl.key, "hand-written "+wl.key)
+			fmt.Fprintf(w, "- weft / hand-written, %s: **%.2fx** (per-round median %.2fx)\n", wl.key, m, p)
+		}
+	}
+	m, p := r.ratio("weft chain10, weft dev shape (eager start)", "weft chain10")
+	fmt.Fprintf(w, "- eager start (`weft dev` shape) / `weft api` shape, weft chain10: **%.2fx** (per-round median %.2fx); a production split of API and worker processes cannot have it\n", m, p)
+	m, p = r.ratio("weft chain10, eager activities", "hand-written chain10, eager activities")
+	fmt.Fprintf(w, "- with eager activities on the server, weft / hand-written chain10: **%.2fx** (per-round median %.2fx)\n", m, p)
+	line("stock dev server / weft dev's server, hand-written chain10", "hand-written chain10, stock server", "hand-written chain10, weft dev's server", 5, false)
+	fmt.Fprintf(w, "- throughput weft / hand-written: **%.2fx** (%.1f vs %.1f runs/s); target ≥ 0.90x: %s\n",
+		r.ThroughputRatio(), r.Throughput[0].Median, r.Throughput[1].Median, verdict(r.ThroughputRatio() >= 0.9))
+	fmt.Fprintf(w, "- bytes allocated per run weft / hand-written: **%.2fx**; target ≤ 1.50x: %s\n", r.AllocRatio(), verdict(r.AllocRatio() <= 1.5))
+	fmt.Fprintf(w, "- enqueue weft / raw SDK starts: **%.2fx** (%.0f vs %.0f starts/s); target ≥ 0.80x: %s\n",
+		r.EnqueueRatio(), r.Enqueue[0].Median, r.Enqueue[1].Median, verdict(r.EnqueueRatio() >= 0.8))
+	if len(r.Capacity) == 2 {
+		fmt.Fprintf(w, "- worker capacity weft / hand-written: **%.2fx** (%.0f vs %.0f node attempts/s)\n",
+			r.Capacity[0].AttemptsPerSecond/r.Capacity[1].AttemptsPerSecond, r.Capacity[0].AttemptsPerSecond, r.Capacity[1].AttemptsPerSecond)
+	}
+	for _, h := range r.History {
+		if h.Workload == "chain10" {
+			extra := float64(h.Weft.Events-h.Hand.Events) / float64(h.Activities)
+			fmt.Fprintf(w, "- history events per action node over hand-written, chain10: **%.2f** (target: at most one per workflow task, i.e. %.2f here): %s\n",
+				extra, float64(h.Weft.WorkflowTasks)/float64(h.Activities), verdict(extra <= float64(h.Weft.WorkflowTasks)/float64(h.Activities)))
+		}
+	}
+}
+
+func writeThroughput(w io.Writer, ts []ThroughputSummary) {
+	fmt.Fprintln(w, "| side | per burst /s | median /s | KiB allocated per run | allocations per run |")
+	fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: |")
+	for _, t := range ts {
+		per := make([]string, len(t.RunsPerSecond))
+		for i, v := range t.RunsPerSecond {
+			per[i] = fmt.Sprintf("%.1f", v)
+		}
+		fmt.Fprintf(w, "| %s | %s | %.1f | %.0f | %.0f |\n", t.Name, strings.Join(per, ", "), t.Median, t.AllocPerRun/1024, t.MallocsPerRun)
+	}
 }

@@ -17,6 +17,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/weftworks/weft/agents"
+	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/catalog"
@@ -81,7 +83,7 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 		return err
 	}
 	defer tc.Close()
-	a, err := newAPI(cfg, st, tc, keys, metrics.New(), logger)
+	a, err := newAPI(cfg, st, tc, keys, metrics.New(), logger, false)
 	if err != nil {
 		return err
 	}
@@ -113,9 +115,11 @@ type apiParts struct {
 
 // newAPI builds the HTTP handler (the API, and the canvas under /ui/) and
 // the starter its run routes enqueue through. The caller runs the starter's
-// sweeper and dispatcher (every API replica may) and the event feed. m is served at
-// /metrics; `weft dev` shares it with its worker.
-func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger) (apiParts, error) {
+// sweeper and dispatcher (every API replica may) and the event feed. m is
+// served at /metrics; `weft dev` shares it with its worker. eagerStart is for
+// `weft dev` only, whose worker polls the task queue through tc (see
+// starter.Deps.EagerStart).
+func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger, eagerStart bool) (apiParts, error) {
 	// One variable registry and one resolver (with its compile cache) serve
 	// both publication and the starter, so a draft simulates exactly as it
 	// would publish.
@@ -128,7 +132,7 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	runs, err := starter.New(starter.Deps{
 		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
 		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
-		Resolver: resolver, Durability: cfg.Durability,
+		Resolver: resolver, Durability: cfg.Durability, EagerStart: eagerStart,
 	})
 	if err != nil {
 		return apiParts{}, err
@@ -139,9 +143,16 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	}
 	feed := st.NewEventFeed(logger)
 	streams := api.NewStreams(feed, 0)
+	// The configured model providers, probed for /readyz (never for work:
+	// the workers call them).
+	providers, err := agents.ProvidersFromConfig(cfg)
+	if err != nil {
+		return apiParts{}, err
+	}
 	handler := api.New(api.Deps{
 		Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger,
 		Metrics: m, Starter: runs, Variables: vars, Resolver: resolver, Streams: streams,
+		Providers: provider.NewReadiness(providers, provider.ReadinessOptions{TTL: cfg.ProviderProbeTTL, Logger: logger}),
 	})
 	return apiParts{handler: web.Mount(handler), starter: runs, feed: feed, streams: streams}, nil
 }

@@ -115,7 +115,7 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	// One registry for the whole process: API latency and the worker's node
 	// metrics are served together at /metrics.
 	m := metrics.New()
-	a, err := newAPI(cfg, st, tc, keys, m, logger)
+	a, err := newAPI(cfg, st, tc, keys, m, logger, true) // the worker below polls through tc: eager starts
 	if err != nil {
 		return err
 	}

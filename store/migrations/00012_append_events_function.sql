@@ -1,0 +1,65 @@
+-- +goose Up
+-- weft_append_events appends a batch of events to a run's log in ONE
+-- statement, so the hot path (the events every node attempt carries) is
+-- one round trip instead of a transaction of six: it locks the run row,
+-- skips keys the run already holds, chains each new event's hash, inserts
+-- it, advances the chain head, wakes the run's event streams and moves a
+-- queued run to running (recording the interpreter's Temporal run id when
+-- the row has none yet). The caller (store.AppendEvents) computes each
+-- event's canonical form around its seq: hash = sha256(prev_hash || head ||
+-- seq || tail), which is what store.VerifyChain recomputes in Go.
+-- +goose StatementBegin
+CREATE FUNCTION weft_append_events(
+    p_run text, p_tenant text, p_only_active boolean, p_schema_version integer,
+    p_keys text[], p_types text[], p_nodes text[], p_attempts integer[], p_ats timestamptz[], p_data jsonb[],
+    p_heads bytea[], p_tails bytea[], p_running_at timestamptz, p_temporal_run_id text, p_channel text)
+RETURNS TABLE (run_found boolean, run_status text, appended integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_seq    bigint;
+    v_hash   text;
+    v_status text;
+    v_new    text;
+    n        integer := 0;
+BEGIN
+    SELECT r.last_seq, r.last_hash, r.status INTO v_seq, v_hash, v_status
+      FROM runs r WHERE r.run_id = p_run AND r.tenant_id = p_tenant FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT false, ''::text, 0;
+        RETURN;
+    END IF;
+    IF p_only_active AND v_status IN ('succeeded', 'failed', 'cancelled') THEN
+        RETURN QUERY SELECT true, v_status, 0;
+        RETURN;
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(p_keys, 1), 0) LOOP
+        PERFORM 1 FROM run_events e WHERE e.run_id = p_run AND e.event_key = p_keys[i];
+        CONTINUE WHEN FOUND;
+        v_seq := v_seq + 1;
+        v_new := encode(sha256(convert_to(v_hash, 'UTF8') || p_heads[i] || convert_to(v_seq::text, 'UTF8') || p_tails[i]), 'hex');
+        INSERT INTO run_events (run_id, tenant_id, seq, event_key, type, schema_version, at, node_id, attempt, data, prev_hash, hash)
+        VALUES (p_run, p_tenant, v_seq, p_keys[i], p_types[i], p_schema_version, p_ats[i],
+                NULLIF(p_nodes[i], ''), NULLIF(p_attempts[i], 0), p_data[i], v_hash, v_new);
+        v_hash := v_new;
+        n := n + 1;
+    END LOOP;
+    IF n > 0 THEN
+        UPDATE runs SET last_seq = v_seq, last_hash = v_hash, updated_at = now() WHERE run_id = p_run;
+        PERFORM pg_notify(p_channel, p_run);
+    END IF;
+    IF p_running_at IS NOT NULL AND v_status = 'queued' THEN
+        UPDATE runs SET status = 'running', started_at = COALESCE(started_at, p_running_at), updated_at = now()
+         WHERE run_id = p_run;
+        v_status := 'running';
+    END IF;
+    IF p_temporal_run_id <> '' THEN
+        UPDATE runs SET temporal_run_id = p_temporal_run_id WHERE run_id = p_run AND temporal_run_id IS NULL;
+    END IF;
+    RETURN QUERY SELECT true, v_status, n;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+DROP FUNCTION weft_append_events(text, text, boolean, integer, text[], text[], text[], integer[], timestamptz[],
+    jsonb[], bytea[], bytea[], timestamptz, text, text);

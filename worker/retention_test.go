@@ -1,0 +1,135 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/worker"
+)
+
+// TestRetentionKeepsBindingsForTheNamespaceRetention runs the worker's
+// retention pass against real PostgreSQL and a real dev server whose
+// namespace keeps closed workflows for 60 days: a run closed 40 days ago
+// goes with WEFT_RUN_RETENTION_DAYS=30, but its idempotency binding stays
+// until the namespace's retention (plus a day) has passed since the run
+// closed, so the key cannot start a run whose workflow id Temporal might
+// still hold.
+func TestRetentionKeepsBindingsForTheNamespaceRetention(t *testing.T) {
+	srv := testinfra.OwnTemporal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ns := "retention-" + uuid.NewString()[:8]
+	nsc, err := client.NewNamespaceClient(client.Options{HostPort: srv.FrontendHostPort()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nsc.Close()
+	if err := nsc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns,
+		WorkflowExecutionRetentionPeriod: durationpb.New(60 * 24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: ns,
+		Logger: nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+
+	// The namespace's retention is what the worker reads.
+	var keep time.Duration
+	deadline := time.Now().Add(30 * time.Second)
+	for { // a new namespace takes a moment to be served
+		keep, err = worker.NamespaceRetention(ctx, tc, ns)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil || keep != 60*24*time.Hour {
+		t.Fatalf("namespace retention %s, %v", keep, err)
+	}
+	if _, err := worker.NamespaceRetention(ctx, tc, "no-such-namespace"); err == nil {
+		t.Fatal("a missing namespace has a retention")
+	}
+
+	st := testinfra.NewStore(t)
+	now := time.Now()
+	finished := now.Add(-40 * 24 * time.Hour)
+	run := store.Run{RunID: uuid.NewString(), TenantID: "t1", WorkflowKey: "wf", Revision: 1, Checksum: "c", Mode: "live",
+		Input: json.RawMessage(`{}`), InputHash: "h", Origin: execution.Origin{Kind: "api"},
+		Actor: execution.Actor{Kind: "user", Sub: "ada"}, WorkflowID: "weft-retention-test"}
+	if _, _, err := st.CreateRun(ctx, run, "key-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{{Key: "a", Type: "run.succeeded", At: now}},
+		&execution.RunUpdate{Status: execution.StatusSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET finished_at = $2 WHERE run_id = $1`, run.RunID, finished); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SaveScheduleFiringInput(ctx, "t1", "sch_x", "sch_x@old", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	r := worker.Retention{Store: st, Temporal: tc, Namespace: ns, RunDays: 30, EventDays: 30,
+		Logger: slog.New(slog.DiscardHandler)}
+
+	// Retention off: nothing goes but week-old schedule firings (none yet).
+	off := r
+	off.RunDays, off.EventDays = 0, 0
+	rep, err := off.Once(ctx, now)
+	if err != nil || rep.Runs.Runs != 0 || rep.ScheduleFirings != 0 {
+		t.Fatalf("retention off: %+v %v", rep, err)
+	}
+
+	rep, err = r.Once(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Runs.Runs != 1 || rep.Bindings != 0 || rep.NamespaceRetention != keep {
+		t.Fatalf("first pass: %+v", rep)
+	}
+	if _, err := st.GetRun(ctx, "t1", run.RunID); err == nil {
+		t.Fatal("the run is still there")
+	}
+	retry := run
+	retry.RunID = uuid.NewString()
+	if _, _, err := st.CreateRun(ctx, retry, "key-1"); failure.CodeOf(err) != store.CodeRunDeleted {
+		t.Fatalf("the key while its binding lasts: %v", err)
+	}
+
+	// 20 days later the run closed 60 days ago: not yet past the
+	// namespace's retention plus the margin.
+	rep, err = r.Once(ctx, now.Add(20*24*time.Hour))
+	if err != nil || rep.Bindings != 0 || rep.ScheduleFirings != 1 {
+		t.Fatalf("pass within the namespace's retention: %+v %v", rep, err)
+	}
+	// 22 days later it closed 62 days ago: past 60 days and the margin;
+	// the binding goes and the key is free.
+	rep, err = r.Once(ctx, now.Add(22*24*time.Hour))
+	if err != nil || rep.Bindings != 1 {
+		t.Fatalf("later pass: %+v %v", rep, err)
+	}
+	if _, created, err := st.CreateRun(ctx, retry, "key-1"); err != nil || !created {
+		t.Fatalf("the key after its binding expired: %v %v", created, err)
+	}
+
+	// Without the namespace's retention no binding is ever deleted.
+	blind := r
+	blind.Namespace = "no-such-namespace"
+	if _, err := blind.Once(ctx, now.Add(400*24*time.Hour)); err == nil {
+		t.Fatal("a pass that could not read the namespace's retention reported no error")
+	}
+}

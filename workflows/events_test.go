@@ -1,0 +1,132 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftworks/weft/execution"
+)
+
+// From interpreter version 2 a chain of activities needs no flush of its
+// own: each attempt carries the buffer and appends it before it runs; only
+// the run's end is flushed.
+func TestEventsRideAlongWithTheNextActivity(t *testing.T) {
+	w := newWF(t, linear, nil)
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Equal(t, []string{
+		"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+		"--", "node.completed a", "edge.taken a.out>b.in", "node.started b",
+		"--", "node.completed b", "edge.taken b.out>out.in", "node.started out", "node.completed out", "run.succeeded",
+	}, w.f.flushes())
+	require.Equal(t, []string{"carried", "carried", "flush"}, w.f.appendSources())
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+	first := w.f.appends[0]
+	require.Equal(t, execution.StatusRunning, first.Run.Status, "the run's start rides along too")
+}
+
+// An iteration that arms a timer flushes first: node.retry.scheduled is in
+// the log before its timer starts.
+func TestRetryScheduledIsFlushedBeforeItsTimer(t *testing.T) {
+	w := newWF(t, `
+in  input
+a   action in=in.out retry=2,5000,2,0
+out output in=a.out
+`, map[string][]step{"a": {{fail: execution.ErrActionFailed}, {}}})
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Equal(t, []string{
+		"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+		"--", "node.attempt.failed a", "node.retry.scheduled a",
+		"--", "node.started a#2",
+		"--", "node.completed a#2", "edge.taken a.out>out.in", "node.started out", "node.completed out", "run.succeeded",
+	}, w.f.flushes())
+	require.Equal(t, []string{"carried", "flush", "carried", "flush"}, w.f.appendSources())
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+}
+
+// An attempt that fails confirms nothing: the events it carried stay
+// buffered and the next append carries them again (keys make it harmless),
+// so a carrier that died before appending loses nothing.
+func TestUnconfirmedEventsAreCarriedAgain(t *testing.T) {
+	w := newWF(t, `
+in  input
+a   action in=in.out retry=2,0,2,0
+out output in=a.out
+`, map[string][]step{"a": {{fail: execution.ErrActionFailed}, {}}})
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Len(t, w.f.batches, 2)
+	var second []string
+	for _, e := range w.f.batches[1].Events {
+		second = append(second, describe(e))
+	}
+	require.Equal(t, []string{
+		"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+		"node.attempt.failed a", "node.retry.scheduled a", "node.started a#2",
+	}, second, "the failed attempt confirmed nothing, so its batch rides again")
+	// The log still holds each event once.
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+	require.Equal(t, []string{
+		"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+		"--", "node.attempt.failed a", "node.retry.scheduled a", "node.started a#2",
+		"--", "node.completed a#2", "edge.taken a.out>out.in", "node.started out", "node.completed out", "run.succeeded",
+	}, w.f.flushes())
+}
+
+// An iteration that starts several activities flushes instead: each
+// would append the same batch, contending for the run's row lock.
+func TestFanOutFlushesInsteadOfCarrying(t *testing.T) {
+	w := newWF(t, `
+in  input
+a   action in=in.out
+b   action in=in.out
+m   merge  x=a.out y=b.out
+out output in=m.out
+`, nil)
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Equal(t, "flush", w.f.appendSources()[0])
+	require.Empty(t, w.f.batches, "nothing rides along with a fan-out")
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+}
+
+// A buffer above carryBudget is flushed rather than copied into the next
+// attempt's input: here eight gates (local, so their events wait in the
+// buffer) pass a 5 KiB value along before the action.
+func TestLargeBufferIsFlushed(t *testing.T) {
+	desc := "in input\n"
+	prev := "in.out"
+	for k := 1; k <= 8; k++ {
+		desc += fmt.Sprintf("g%d gate in=%s\n", k, prev)
+		prev = fmt.Sprintf("g%d.pass", k)
+	}
+	desc += "a action in=" + prev + "\nout output in=a.out\n"
+	w := newWF(t, desc, nil)
+	p := testParams(execution.ModeLive)
+	p.Input = execution.Value{Inline: json.RawMessage(`"` + strings.Repeat("x", 5<<10) + `"`)}
+	require.NoError(t, w.run(p))
+	require.Equal(t, []string{"flush", "flush"}, w.f.appendSources(), "the buffer before a was too large to carry")
+	require.Empty(t, w.f.batches)
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+}
+
+func TestConfirmDropsThroughAnOrdinal(t *testing.T) {
+	l := eventLog{runID: "r"}
+	l.setUpdate(&execution.RunUpdate{Status: execution.StatusRunning})
+	for _, typ := range []string{"a", "b", "c"} {
+		l.ordinal++
+		l.pending = append(l.pending, execution.EventDraft{Key: l.eventKey("", 0, typ), Type: typ})
+	}
+	b := l.batch()
+	require.Equal(t, 3, b.Through)
+	require.NotNil(t, b.Run)
+	l.confirm(2)
+	require.Len(t, l.pending, 1)
+	require.Equal(t, "c", l.pending[0].Type)
+	require.Nil(t, l.update, "the update rode with the first batch")
+	l.confirm(1) // an older carrier's report changes nothing
+	require.Len(t, l.pending, 1)
+	l.confirm(3)
+	require.Empty(t, l.pending)
+}
