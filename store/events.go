@@ -116,52 +116,18 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 	if upd != nil && upd.Status != "" && statusRank(upd.Status) < 0 {
 		return false, failure.New(failure.CodeInvalidRequest, "run update status %q is unknown", upd.Status)
 	}
-	args, err := appendArgs(tenantID, runID, prepared, onlyIfActive)
+	call, err := newAppendCall(tenantID, runID, prepared, onlyIfActive)
 	if err != nil {
 		return false, err
 	}
-	// The hot path — events alone, or with the move to running — is one
-	// statement (weft_append_events, migration 00012). A terminal update
-	// (output, error) is applied in Go in the same transaction.
-	var terminal bool
-	if upd != nil && upd.Status != "" {
-		args[13] = upd.TemporalRunID
-		if upd.Status == execution.StatusRunning {
-			at := projectionTime(events)
-			if at == nil {
-				now := time.Now().UTC()
-				at = &now
-			}
-			args[12] = *at
-		} else {
-			terminal = true
-		}
+	if err := call.update(ctx, s.Pool, tenantID, runID, upd, events); err != nil {
+		return false, err
 	}
-	// A batch holding run.started starts the run at that event's time,
-	// whatever its update: a run that ran no activity reaches its end with
-	// its start in the same batch (the interpreter's update is then the
-	// terminal one).
-	for _, e := range prepared {
-		if e.typ == execution.EventRunStarted {
-			args[12] = e.at
-			break
-		}
-	}
-	var found bool
+	// One statement (weft_append_events, migration 00012), whatever the
+	// batch: the events, the move to running and the terminal projection.
+	var found, wasClosed bool
 	var status string
-	if !terminal {
-		err = s.Pool.QueryRow(ctx, appendEventsSQL, args...).Scan(&found, &status, new(int))
-	} else {
-		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, appendEventsSQL, args...).Scan(&found, &status, new(int)); err != nil || !found {
-				return err
-			}
-			if onlyIfActive && terminalStatus(status) {
-				return nil
-			}
-			return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, projectionTime(events))
-		})
-	}
+	err = s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed)
 	if err == nil && !found {
 		err = failure.ErrNotFound
 	}
@@ -169,55 +135,101 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 		return false, fmt.Errorf("store: append events to run %s: %w", runID, err)
 	}
 	// With onlyIfActive, a run already terminal got nothing.
-	return !(onlyIfActive && terminalStatus(status)), nil
+	return !(onlyIfActive && wasClosed), nil
 }
 
-// appendInTx appends prepared events to a run's log inside tx (the same
-// weft_append_events the hot path calls, so seq, hash and the stream
-// wake-up are identical) and applies a terminal update upd (may be nil) in
-// the same transaction. The dispatcher writes a run's run.throttled,
-// run.admitted and run.cancelled this way, inside its admission
-// transaction. A run of another tenant is failure.ErrNotFound.
-func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared []preparedEvent, upd *execution.RunUpdate, at *time.Time) error {
-	args, err := appendArgs(tenantID, runID, prepared, false)
-	if err != nil {
-		return err
-	}
-	var found bool
-	var status string
-	if err := tx.QueryRow(ctx, appendEventsSQL, args...).Scan(&found, &status, new(int)); err != nil {
-		return err
-	}
-	if !found {
-		return failure.ErrNotFound
-	}
-	return applyRunUpdate(ctx, tx, tenantID, runID, status, upd, at)
-}
-
-// appendEventsSQL calls weft_append_events; appendArgs builds its arguments.
-const appendEventsSQL = `SELECT run_found, run_status, appended FROM weft_append_events($1, $2, $3, $4,
+// appendEventsSQL calls weft_append_events with an appendCall's arguments.
+const appendEventsSQL = `SELECT run_found, run_status, appended, was_terminal FROM weft_append_events($1, $2, $3, $4,
 	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::text[]::jsonb[], $11::bytea[], $12::bytea[],
-	$13::timestamptz, $14, $15)`
+	$13::timestamptz, $14, $15, $16, $17::text::jsonb, $18::text::jsonb, $19::timestamptz)`
 
-// appendArgs lays the prepared events out as the function's arrays, each
-// event's canonical form split around its seq, which only the database
-// assigns (see eventHashParts). Argument 12 (index 12, p_running_at) is
-// left nil for the caller.
-func appendArgs(tenantID, runID string, events []preparedEvent, onlyIfActive bool) ([]any, error) {
+// appendCall is one weft_append_events call: the prepared events laid out
+// as arrays, each event's canonical form split around its seq, which only
+// the database assigns (see eventHashParts), and the run update.
+type appendCall struct {
+	tenantID, runID          string
+	onlyIfActive             bool
+	keys, types, nodes, data []string
+	attempts                 []int32
+	ats                      []time.Time
+	heads, tails             [][]byte
+	runningAt                *time.Time
+	temporalRunID            string
+	finalStatus              string
+	output, runError         *string // JSON text, nil for SQL NULL
+	finishedAt               *time.Time
+}
+
+func newAppendCall(tenantID, runID string, events []preparedEvent, onlyIfActive bool) (*appendCall, error) {
 	n := len(events)
-	keys, types, nodes := make([]string, n), make([]string, n), make([]string, n)
-	attempts, ats, data := make([]int32, n), make([]time.Time, n), make([]string, n)
-	heads, tails := make([][]byte, n), make([][]byte, n)
+	c := &appendCall{tenantID: tenantID, runID: runID, onlyIfActive: onlyIfActive,
+		keys: make([]string, n), types: make([]string, n), nodes: make([]string, n), data: make([]string, n),
+		attempts: make([]int32, n), ats: make([]time.Time, n), heads: make([][]byte, n), tails: make([][]byte, n)}
 	for i, e := range events {
 		head, tail, err := eventHashParts(runID, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data)
 		if err != nil {
 			return nil, err
 		}
-		keys[i], types[i], nodes[i], attempts[i], ats[i], data[i] = e.key, e.typ, e.nodeID, int32(e.attempt), e.at, string(e.data)
-		heads[i], tails[i] = head, tail
+		c.keys[i], c.types[i], c.nodes[i], c.attempts[i], c.ats[i], c.data[i] = e.key, e.typ, e.nodeID, int32(e.attempt), e.at, string(e.data)
+		c.heads[i], c.tails[i] = head, tail
+		// A batch holding run.started starts the run at that event's
+		// time, whatever its update: a run that ran no activity reaches
+		// its end with its start in the same batch.
+		if e.typ == execution.EventRunStarted && c.runningAt == nil {
+			at := e.at
+			c.runningAt = &at
+		}
 	}
-	return []any{runID, tenantID, onlyIfActive, execution.EventSchemaVersion,
-		keys, types, nodes, attempts, ats, data, heads, tails, nil, "", EventsChannel}, nil
+	return c, nil
+}
+
+// update sets the run update's arguments: the move to running (at the
+// batch's time), or the terminal status with its output (a claim-checked
+// output is read first: values are immutable) or error. The projection is
+// forward only; the function ignores what would move it back.
+func (c *appendCall) update(ctx context.Context, q querier, tenantID, runID string, upd *execution.RunUpdate, events []execution.EventDraft) error {
+	if upd == nil || upd.Status == "" {
+		return nil
+	}
+	c.temporalRunID = upd.TemporalRunID
+	at := projectionTime(events)
+	switch upd.Status {
+	case execution.StatusThrottled, execution.StatusQueued:
+		return nil // never a move forward (only the dispatcher admits a throttled run)
+	case execution.StatusRunning:
+		if c.runningAt == nil {
+			if at == nil {
+				now := time.Now().UTC()
+				at = &now
+			}
+			c.runningAt = at
+		}
+		return nil
+	}
+	c.finalStatus, c.finishedAt = upd.Status, at
+	if upd.Output != nil {
+		v, err := valueJSON(ctx, q, tenantID, runID, *upd.Output)
+		if err != nil {
+			return fmt.Errorf("store: run %s output: %w", runID, err)
+		}
+		out := string(v)
+		c.output = &out
+	}
+	if upd.Error != nil {
+		b, err := json.Marshal(upd.Error)
+		if err != nil {
+			return err
+		}
+		e := string(b)
+		c.runError = &e
+	}
+	return nil
+}
+
+func (c *appendCall) args() []any {
+	return []any{c.runID, c.tenantID, c.onlyIfActive, execution.EventSchemaVersion,
+		c.keys, c.types, c.nodes, c.attempts, c.ats, c.data, c.heads, c.tails,
+		c.runningAt, c.temporalRunID, EventsChannel, c.finalStatus, c.output, c.runError, c.finishedAt}
 }
 
 // prepareEvents validates drafts, drops repeated keys within the batch (the
@@ -294,60 +306,35 @@ const rankTerminal = 3
 // terminalStatus reports whether s is final.
 func terminalStatus(s string) bool { return statusRank(s) == rankTerminal }
 
-// holdsSlot reports whether a run in status s holds a slot under its
-// limits: admitted (queued) or running, and not yet settled.
-func holdsSlot(s string) bool {
-	return s == execution.StatusQueued || s == execution.StatusRunning
-}
-
-// applyRunUpdate applies the forward-only status projection: throttled →
-// queued → running → succeeded|failed|cancelled. A terminal run ignores
-// every update, and output/error are written only by the transition into a
-// terminal status. The transition of a live run that held a slot into a
-// terminal status releases that slot (slots are counted from statuses) and
-// wakes the dispatchers of its tenant (notifySlotFreed) when runs wait for
-// one.
-func applyRunUpdate(ctx context.Context, tx pgx.Tx, tenantID, runID, current string, upd *execution.RunUpdate, at *time.Time) error {
-	if upd == nil || upd.Status == "" {
-		return nil
-	}
-	from, to := statusRank(current), statusRank(upd.Status)
-	if from == rankTerminal || to <= from {
-		return nil
-	}
-	if upd.Status == execution.StatusQueued {
-		// Only the dispatcher admits a throttled run (admit, limits.go).
-		return nil
-	}
-	if to < rankTerminal {
-		_, err := tx.Exec(ctx, `UPDATE runs SET status = $2, started_at = COALESCE(started_at, $3::timestamptz, now()), updated_at = now()
-			WHERE run_id = $1`, runID, upd.Status, at)
-		return err
-	}
-	var output, runErr []byte
-	if upd.Output != nil {
-		v, err := valueJSON(ctx, tx, tenantID, runID, *upd.Output)
-		if err != nil {
-			return err
-		}
-		output = v
-	}
-	if upd.Error != nil {
-		b, err := json.Marshal(upd.Error)
-		if err != nil {
-			return err
-		}
-		runErr = b
-	}
-	var mode string
-	err := tx.QueryRow(ctx, `UPDATE runs SET status = $2, finished_at = COALESCE($3::timestamptz, now()), output = $4, error = $5,
-			updated_at = now()
-		WHERE run_id = $1 RETURNING mode`, runID, upd.Status, at, output, runErr).Scan(&mode)
+// appendInTx appends prepared events to a run's log inside tx with the
+// same weft_append_events the hot path calls (seq, hash and the stream
+// wake-up are identical), and the terminal update upd (may be nil; at is
+// its time). The dispatcher writes a run's run.throttled, run.admitted and
+// run.cancelled this way, inside its admission transaction. A run of
+// another tenant is failure.ErrNotFound.
+func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared []preparedEvent, upd *execution.RunUpdate, at *time.Time) error {
+	call, err := newAppendCall(tenantID, runID, prepared, false)
 	if err != nil {
 		return err
 	}
-	if holdsSlot(current) && mode == string(execution.ModeLive) {
-		return notifySlotFreed(ctx, tx, tenantID)
+	if upd != nil && terminalStatus(upd.Status) {
+		call.finalStatus, call.finishedAt = upd.Status, at
+		if upd.Error != nil {
+			b, err := json.Marshal(upd.Error)
+			if err != nil {
+				return err
+			}
+			e := string(b)
+			call.runError = &e
+		}
+	}
+	var found, wasClosed bool
+	var status string
+	if err := tx.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed); err != nil {
+		return err
+	}
+	if !found {
+		return failure.ErrNotFound
 	}
 	return nil
 }

@@ -26,8 +26,9 @@ import (
 
 // SlotsChannel is the PostgreSQL notification channel a run's settlement
 // notifies, with the tenant id as payload, when the run held a slot and
-// runs of its tenant wait for one (applyRunUpdate). The starter's
-// dispatchers listen on it (SlotFeed).
+// runs of its tenant wait for one (the trigger runs_slot_freed, migration
+// 00014, whatever code settles the run). The starter's dispatchers listen
+// on it (ListenSlots).
 const SlotsChannel = "weft_run_slots"
 
 // RateWindow is the window of maxStartsPerMinute: at most that many runs
@@ -50,7 +51,8 @@ const (
 )
 
 // admissionLockClass is the first key of the tenant admission lock
-// (pg_advisory_xact_lock(class, hashtext(tenant))): "weft" in ASCII.
+// (pg_advisory_xact_lock(class, hashtext(tenant))): "weft" in ASCII. The
+// trigger runs_slot_freed (migration 00014) takes the same lock.
 const admissionLockClass = 0x77656674
 
 // WorkflowLimits are the caps and the default budget of one workflow's
@@ -716,23 +718,4 @@ func (s *Store) LimitsUsage(ctx context.Context, tenantID string, keys []string)
 		return u, fmt.Errorf("store: limits usage: %w", err)
 	}
 	return u, nil
-}
-
-// notifySlotFreed wakes the dispatchers of tenantID (SlotsChannel) at
-// commit when runs of the tenant wait for a slot. It first takes the
-// tenant's admission lock shared: an admission pass that counted this
-// run's slot as taken (and so left a run waiting) holds the lock
-// exclusively until it commits, so the check below sees what it left
-// waiting; a pass that starts after this one waits for this commit and
-// sees the slot free. No wake-up is lost between the two.
-func notifySlotFreed(ctx context.Context, tx pgx.Tx, tenantID string) error {
-	if err := lockTenant(ctx, tx, tenantID, true); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)
-		WHERE EXISTS (SELECT 1 FROM runs WHERE tenant_id = $2 AND status = 'throttled')`, SlotsChannel, tenantID)
-	if err != nil {
-		return fmt.Errorf("notify slots: %w", err)
-	}
-	return nil
 }

@@ -648,7 +648,8 @@ func TestNoWakeUpIsLostToAConcurrentAdmission(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		var n int
-		err := w.st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n)
+		err := w.st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND classid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, 0x77656674).Scan(&n)
 		return err == nil && n > 0
 	}, 30*time.Second, 10*time.Millisecond, "the settlement does not wait for the admission pass")
 	require.NoError(t, tx.Commit(ctx))

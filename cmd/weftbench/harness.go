@@ -51,8 +51,11 @@ type Options struct {
 	Enqueues    int // starts per enqueue-throughput measurement
 	Clients     int // concurrent clients starting them
 	Capacity    int // concurrent chain10 runs of the worker-capacity measurement
-	TemporalCLI string
-	AdminURL    string
+	// Blocks and BlockRuns shape the dev-server comparison: blocks of
+	// back-to-back runs per server.
+	Blocks, BlockRuns int
+	TemporalCLI       string
+	AdminURL          string
 	// CPUProfile, when set, receives a CPU profile of this process (the
 	// API, the starter and the worker, weft's and the hand-written
 	// workflow's alike) over the latency rounds.
@@ -69,6 +72,9 @@ const (
 	serverWeftDev = "weft dev"
 	// serverStock: `temporal server start-dev` as it ships, in memory.
 	serverStock = "stock"
+	// serverFile: the tuning and a SQLite file without the WAL pragmas:
+	// what the pragmas buy.
+	serverFile = "tuned + SQLite file, no WAL"
 	// serverEager: the tuning plus eager activity dispatch, which the SDK
 	// asks for by default and only this server flag stops.
 	serverEager = "tuned + eager activities"
@@ -96,8 +102,9 @@ type env struct {
 // Run runs the benchmark and writes a Markdown report to out; progress
 // goes to progress.
 func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, error) {
-	if o.Rounds < 1 || o.Concurrency < 1 || o.Bursts < 1 || o.Warmup < 0 || o.Enqueues < 1 || o.Clients < 1 || o.Capacity < 1 {
-		return nil, errors.New("rounds, concurrency, bursts, enqueues, clients and capacity must be positive, warmup non-negative")
+	if o.Rounds < 1 || o.Concurrency < 1 || o.Bursts < 1 || o.Warmup < 0 || o.Enqueues < 1 || o.Clients < 1 || o.Capacity < 1 ||
+		o.Blocks < 1 || o.BlockRuns < 1 {
+		return nil, errors.New("rounds, concurrency, bursts, enqueues, clients, capacity, blocks and block runs must be positive, warmup non-negative")
 	}
 	if _, err := os.Stat(o.TemporalCLI); err != nil {
 		return nil, fmt.Errorf("%s is required (make bin/temporal): %w", o.TemporalCLI, err)
@@ -120,6 +127,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		return nil, err
 	}
 	dataDir, err := os.MkdirTemp("", "weftbench-")
+	fileDir := filepath.Join(dataDir, "nowal")
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +138,14 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		serverTuned:   devserver.ExtraArgs(),
 		serverWeftDev: append(append([]string{"--db-filename", filepath.Join(dataDir, "temporal.db")}, devserver.PragmaArgs()...), devserver.ExtraArgs()...),
 		serverStock:   nil,
+		serverFile:    append([]string{"--db-filename", filepath.Join(fileDir, "temporal.db")}, devserver.ExtraArgs()...),
 		serverEager:   append(devserver.ExtraArgs(), "--dynamic-config-value", "system.enableActivityEagerExecution=true"),
 	}
 	envs := map[string]*env{}
-	for _, name := range []string{serverTuned, serverWeftDev, serverStock, serverEager} {
+	if err := os.MkdirAll(fileDir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{serverTuned, serverWeftDev, serverStock, serverEager, serverFile} {
 		e, err := newEnv(ctx, name, o.TemporalCLI, servers[name], st, logger, progress)
 		if err != nil {
 			return nil, err
@@ -163,12 +175,6 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		{"weft chain10, weft dev's server, weft dev shape", chain, func(ctx context.Context, idem string) (time.Duration, error) {
 			e := envs[serverWeftDev]
 			return e.weftRun(ctx, e.devAPI, chain, idem)
-		}},
-		{"hand-written chain10, weft dev's server", chain, func(ctx context.Context, idem string) (time.Duration, error) {
-			return envs[serverWeftDev].handRun(ctx, chain, idem)
-		}},
-		{"hand-written chain10, stock server", chain, func(ctx context.Context, idem string) (time.Duration, error) {
-			return envs[serverStock].handRun(ctx, chain, idem)
 		}},
 		{"weft chain10, eager activities", chain, func(ctx context.Context, idem string) (time.Duration, error) {
 			e := envs[serverEager]
@@ -214,6 +220,34 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 	}
 	for i, c := range configs {
 		rep.Latency = append(rep.Latency, summarize(c.name, samples[i]))
+	}
+
+	// Dev servers under sustained use: a rate limiter of the stock server
+	// (history.transferProcessorMaxPollRPS) refills while the server is
+	// idle, so interleaved single runs hide it; blocks of back-to-back runs
+	// are what a developer's loop or a test suite does.
+	logf("dev servers: %d blocks of %d back-to-back hand-written chain10 runs per server", o.Blocks, o.BlockRuns)
+	compared := []string{serverWeftDev, serverStock, serverTuned, serverFile}
+	for _, name := range compared {
+		if _, err := envs[name].handRun(ctx, chain, "sustained-warmup-"+uuid.NewString()); err != nil {
+			return nil, err
+		}
+	}
+	sustained := make([][]time.Duration, len(compared))
+	for b := 0; b < o.Blocks; b++ {
+		for k := range compared {
+			i := (b + k) % len(compared)
+			for n := 0; n < o.BlockRuns; n++ {
+				d, err := envs[compared[i]].handRun(ctx, chain, fmt.Sprintf("sustained-%d-%d-%s", b, n, uuid.NewString()))
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", compared[i], err)
+				}
+				sustained[i] = append(sustained[i], d)
+			}
+		}
+	}
+	for i, name := range compared {
+		rep.Servers = append(rep.Servers, summarize(name, sustained[i]))
 	}
 
 	logf("history: one run of each workload")
@@ -292,6 +326,9 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 			AttemptsPerSecond: float64(o.Capacity*chain.activities) / res.wall.Seconds(), Wall: res.wall})
 	}
 	rep.RSS, rep.PeakRSS = memoryOfThisProcess()
+	if rep.Storage, err = storagePerRun(ctx, st); err != nil {
+		return nil, err
+	}
 
 	rep.LoadAfter = loadAverage()
 	rep.Elapsed = time.Since(rep.Started)
@@ -571,6 +608,16 @@ func burst(ctx context.Context, n, clients int, prefix string, run func(context.
 		return burstResult{}, err
 	}
 	return burstResult{wall: wall, runs: n, allocBytes: after.TotalAlloc - before.TotalAlloc, mallocs: after.Mallocs - before.Mallocs}, nil
+}
+
+// storagePerRun is what PostgreSQL holds per run after the benchmark: the
+// event log (rows, indexes, TOAST) and the run rows, over every run of
+// every workload.
+func storagePerRun(ctx context.Context, st *store.Store) (StorageSummary, error) {
+	var s StorageSummary
+	err := st.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM run_events),
+		pg_total_relation_size('run_events'), pg_total_relation_size('runs')`).Scan(&s.Runs, &s.Events, &s.EventBytes, &s.RunBytes)
+	return s, err
 }
 
 // memoryOfThisProcess is VmRSS and VmHWM of /proc/self/status, in bytes

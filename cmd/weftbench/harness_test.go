@@ -19,12 +19,12 @@ func TestHarnessRuns(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Rounds: 1, Warmup: 0, Concurrency: 3, Bursts: 1, Enqueues: 4, Clients: 2, Capacity: 3,
+	rep, err := Run(ctx, Options{Rounds: 1, Warmup: 0, Concurrency: 3, Bursts: 1, Enqueues: 4, Clients: 2, Capacity: 3, Blocks: 1, BlockRuns: 1,
 		TemporalCLI: testinfra.TemporalBinary(), AdminURL: testinfra.AdminURL()}, &out, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Latency) != 2*len(workloads())+6 || len(rep.Throughput) != 2 || len(rep.Enqueue) != 2 ||
+	if len(rep.Latency) != 2*len(workloads())+4 || len(rep.Servers) != 4 || len(rep.Throughput) != 2 || len(rep.Enqueue) != 2 ||
 		len(rep.Capacity) != 2 || len(rep.History) != len(workloads()) {
 		t.Fatalf("report = %+v", rep)
 	}

@@ -49,6 +49,8 @@ func main() {
 	flag.IntVar(&opts.Enqueues, "enqueues", 200, "starts per enqueue-throughput measurement")
 	flag.IntVar(&opts.Clients, "clients", 20, "concurrent clients of the enqueue measurement")
 	flag.IntVar(&opts.Capacity, "capacity", 50, "chain10 runs at once in the worker-capacity measurement")
+	flag.IntVar(&opts.Blocks, "blocks", 3, "blocks of back-to-back runs per dev server in the dev-server comparison")
+	flag.IntVar(&opts.BlockRuns, "block-runs", 5, "back-to-back runs per block")
 	flag.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the latency rounds")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")
 	flag.StringVar(&opts.AdminURL, "admin-url", testinfra.AdminURL(), "PostgreSQL URL the benchmark database is created from (WEFT_TEST_DATABASE_URL)")

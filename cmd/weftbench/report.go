@@ -20,6 +20,9 @@ type Report struct {
 	// hand-written (tuned server, `weft api` shape), then the chain10
 	// variants (Run lists them).
 	Latency []LatencySummary
+	// Servers: hand-written chain10 in blocks of back-to-back runs, weft
+	// dev's server first, then stock, tuned in memory, and a file without WAL.
+	Servers []LatencySummary
 	// History: one run of each workload, weft and hand-written.
 	History []HistorySummary
 	// Throughput: weft chain10, hand-written chain10.
@@ -28,6 +31,8 @@ type Report struct {
 	Enqueue []ThroughputSummary
 	// Capacity: weft chain10, hand-written chain10, Options.Capacity at once.
 	Capacity []CapacitySummary
+	// Storage is the event log's and the runs table's size per run.
+	Storage StorageSummary
 	// RSS and PeakRSS of this process at the end (API, starter, workers of
 	// four dev servers, both sides).
 	RSS, PeakRSS int64
@@ -80,6 +85,12 @@ func summarizeBursts(name string, bs []burstResult) ThroughputSummary {
 	}
 	out.Median, out.AllocPerRun, out.MallocsPerRun = medianF(out.RunsPerSecond), medianF(allocs), medianF(mallocs)
 	return out
+}
+
+// StorageSummary is PostgreSQL's tables at the end of a run.
+type StorageSummary struct {
+	Runs, Events         int64
+	EventBytes, RunBytes int64
 }
 
 // CapacitySummary is how many node attempts per second one worker ran.
@@ -153,10 +164,24 @@ func (r *Report) AllocRatio() float64 {
 // EnqueueRatio is weft's enqueue rate over the raw SDK's.
 func (r *Report) EnqueueRatio() float64 { return r.Enqueue[0].Median / r.Enqueue[1].Median }
 
-// DevServerVsStock is stock over weft dev's server, hand-written chain10.
+// server returns the sustained summary of the named dev server.
+func (r *Report) server(name string) LatencySummary {
+	for _, l := range r.Servers {
+		if l.Name == name {
+			return l
+		}
+	}
+	return LatencySummary{}
+}
+
+// DevServerVsStock is stock over weft dev's server, hand-written chain10
+// run back to back.
 func (r *Report) DevServerVsStock() float64 {
-	m, _ := r.ratio("hand-written chain10, stock server", "hand-written chain10, weft dev's server")
-	return m
+	dev := r.server(serverWeftDev).Median
+	if dev == 0 {
+		return 0
+	}
+	return r.server(serverStock).Median.Seconds() / dev.Seconds()
 }
 
 func verdict(ok bool) string {
@@ -170,8 +195,8 @@ func (r *Report) write(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "\n## weftbench %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "%s, %d CPUs; load average %s before, %s after; %s in all.\n", r.GoVersion, r.CPUs, r.LoadBefore, r.LoadAfter, r.Elapsed.Round(time.Second))
-	fmt.Fprintf(w, "Options: -rounds %d -warmup %d -concurrency %d -bursts %d -enqueues %d -clients %d -capacity %d.\n\n",
-		o.Rounds, o.Warmup, o.Concurrency, o.Bursts, o.Enqueues, o.Clients, o.Capacity)
+	fmt.Fprintf(w, "Options: -rounds %d -warmup %d -concurrency %d -bursts %d -enqueues %d -clients %d -capacity %d -blocks %d -block-runs %d.\n\n",
+		o.Rounds, o.Warmup, o.Concurrency, o.Bursts, o.Enqueues, o.Clients, o.Capacity, o.Blocks, o.BlockRuns)
 
 	fmt.Fprintf(w, "### Latency: enqueue request → run succeeded (ms, %d sequential runs each, interleaved)\n\n", o.Rounds)
 	fmt.Fprintf(w, "Dev servers: %q (weft's tuning, in memory) unless named; %q adds a SQLite file in WAL mode; %q is `temporal server start-dev` as shipped; %q adds `system.enableActivityEagerExecution`. weft's API is on a client of its own (the `weft api` shape) unless it says `weft dev shape` (the worker's client, eager starts).\n\n",
@@ -179,6 +204,13 @@ func (r *Report) write(w io.Writer) {
 	fmt.Fprintln(w, "| configuration | min | median | p90 | max |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
 	for _, l := range r.Latency {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", l.Name, ms(l.Min), ms(l.Median), ms(l.P90), ms(l.Max))
+	}
+
+	fmt.Fprintf(w, "\n### Dev servers under sustained use: hand-written chain10, %d blocks of %d back-to-back runs each, interleaved (ms)\n\n", o.Blocks, o.BlockRuns)
+	fmt.Fprintln(w, "| dev server | min | median | p90 | max |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
+	for _, l := range r.Servers {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", l.Name, ms(l.Min), ms(l.Median), ms(l.P90), ms(l.Max))
 	}
 
@@ -204,6 +236,10 @@ func (r *Report) write(w io.Writer) {
 	fmt.Fprintf(w, "\nThis process at the end: RSS %.0f MiB, peak %.0f MiB (API, starter and workers of four dev servers, both sides).\n",
 		float64(r.RSS)/(1<<20), float64(r.PeakRSS)/(1<<20))
 
+	if s := r.Storage; s.Runs > 0 {
+		fmt.Fprintf(w, "PostgreSQL after %d runs: %d events (%.1f per run); run_events %.1f KiB per run, runs %.1f KiB per run (rows, indexes and TOAST).\n",
+			s.Runs, s.Events, float64(s.Events)/float64(s.Runs), float64(s.EventBytes)/1024/float64(s.Runs), float64(s.RunBytes)/1024/float64(s.Runs))
+	}
 	fmt.Fprintf(w, "\n### Ratios (this run) and targets\n\n")
 	line := func(what, a, b string, target float64, below bool) {
 		m, p := r.ratio(a, b)
@@ -235,7 +271,10 @@ func (r *Report) write(w io.Writer) {
 	fmt.Fprintf(w, "- eager start (`weft dev` shape) / `weft api` shape, weft chain10: **%.2fx** (per-round median %.2fx); a production split of API and worker processes cannot have it\n", m, p)
 	m, p = r.ratio("weft chain10, eager activities", "hand-written chain10, eager activities")
 	fmt.Fprintf(w, "- with eager activities on the server, weft / hand-written chain10: **%.2fx** (per-round median %.2fx)\n", m, p)
-	line("stock dev server / weft dev's server, hand-written chain10", "hand-written chain10, stock server", "hand-written chain10, weft dev's server", 5, false)
+	fmt.Fprintf(w, "- stock dev server / weft dev's server, hand-written chain10 back to back: **%.1fx** (medians %s / %s ms); target ≥ 5x: %s; the WAL pragmas: file without / with WAL **%.2fx**; weft dev's file / in memory **%.2fx**\n",
+		r.DevServerVsStock(), ms(r.server(serverStock).Median), ms(r.server(serverWeftDev).Median), verdict(r.DevServerVsStock() >= 5),
+		r.server(serverFile).Median.Seconds()/r.server(serverWeftDev).Median.Seconds(),
+		r.server(serverWeftDev).Median.Seconds()/r.server(serverTuned).Median.Seconds())
 	fmt.Fprintf(w, "- throughput weft / hand-written: **%.2fx** (%.1f vs %.1f runs/s); target ≥ 0.90x: %s\n",
 		r.ThroughputRatio(), r.Throughput[0].Median, r.Throughput[1].Median, verdict(r.ThroughputRatio() >= 0.9))
 	fmt.Fprintf(w, "- bytes allocated per run weft / hand-written: **%.2fx**; target ≤ 1.50x: %s\n", r.AllocRatio(), verdict(r.AllocRatio() <= 1.5))

@@ -5,31 +5,35 @@
 -- skips keys the run already holds, chains each new event's hash, inserts
 -- it, advances the chain head, wakes the run's event streams and moves a
 -- queued run to running (recording the interpreter's Temporal run id when
--- the row has none yet). The caller (store.AppendEvents) computes each
+-- the row has none yet) or an open run to its terminal status with its
+-- output or error (forward only: a terminal run never changes). The caller (store.AppendEvents) computes each
 -- event's canonical form around its seq: hash = sha256(prev_hash || head ||
 -- seq || tail), which is what store.VerifyChain recomputes in Go.
 -- +goose StatementBegin
 CREATE FUNCTION weft_append_events(
     p_run text, p_tenant text, p_only_active boolean, p_schema_version integer,
     p_keys text[], p_types text[], p_nodes text[], p_attempts integer[], p_ats timestamptz[], p_data jsonb[],
-    p_heads bytea[], p_tails bytea[], p_running_at timestamptz, p_temporal_run_id text, p_channel text)
-RETURNS TABLE (run_found boolean, run_status text, appended integer)
+    p_heads bytea[], p_tails bytea[], p_running_at timestamptz, p_temporal_run_id text, p_channel text,
+    p_final_status text, p_output jsonb, p_error jsonb, p_final_at timestamptz)
+RETURNS TABLE (run_found boolean, run_status text, appended integer, was_terminal boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_seq    bigint;
     v_hash   text;
     v_status text;
     v_new    text;
+    v_closed boolean;
     n        integer := 0;
 BEGIN
     SELECT r.last_seq, r.last_hash, r.status INTO v_seq, v_hash, v_status
       FROM runs r WHERE r.run_id = p_run AND r.tenant_id = p_tenant FOR UPDATE;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT false, ''::text, 0;
+        RETURN QUERY SELECT false, ''::text, 0, false;
         RETURN;
     END IF;
-    IF p_only_active AND v_status IN ('succeeded', 'failed', 'cancelled') THEN
-        RETURN QUERY SELECT true, v_status, 0;
+    v_closed := v_status IN ('succeeded', 'failed', 'cancelled');
+    IF p_only_active AND v_closed THEN
+        RETURN QUERY SELECT true, v_status, 0, true;
         RETURN;
     END IF;
     FOR i IN 1 .. coalesce(array_length(p_keys, 1), 0) LOOP
@@ -55,11 +59,17 @@ BEGIN
     IF p_temporal_run_id <> '' THEN
         UPDATE runs SET temporal_run_id = p_temporal_run_id WHERE run_id = p_run AND temporal_run_id IS NULL;
     END IF;
-    RETURN QUERY SELECT true, v_status, n;
+    IF p_final_status <> '' AND v_status NOT IN ('succeeded', 'failed', 'cancelled') THEN
+        UPDATE runs SET status = p_final_status, finished_at = COALESCE(p_final_at, now()), output = p_output,
+               error = p_error, updated_at = now()
+         WHERE run_id = p_run;
+        v_status := p_final_status;
+    END IF;
+    RETURN QUERY SELECT true, v_status, n, v_closed;
 END
 $$;
 -- +goose StatementEnd
 
 -- +goose Down
 DROP FUNCTION weft_append_events(text, text, boolean, integer, text[], text[], text[], integer[], timestamptz[],
-    jsonb[], bytea[], bytea[], timestamptz, text, text);
+    jsonb[], bytea[], bytea[], timestamptz, text, text, text, jsonb, jsonb, timestamptz);

@@ -40,6 +40,34 @@ CREATE INDEX runs_admitted ON runs (tenant_id, workflow_key, admitted_at) WHERE 
 DROP INDEX runs_queued;
 CREATE INDEX runs_queued ON runs ((COALESCE(admitted_at, created_at))) WHERE status = 'queued';
 
+-- A live run that held a slot (queued or running) and settles frees it: the
+-- slot counts are read from statuses, so the release is the status change
+-- itself, whatever writes it (the interpreter's terminal append, the
+-- reconciler, a cancel). This trigger wakes the dispatchers of the run's
+-- tenant (NOTIFY weft_run_slots, delivered at commit) when runs of the
+-- tenant wait for a slot. It checks that under the tenant's admission lock
+-- taken shared (pg_advisory_xact_lock_shared(2003134068 = "weft",
+-- hashtext(tenant)), the lock store.admit holds exclusively): an admission
+-- pass that counted this run's slot as taken, and so left a run waiting,
+-- has committed before the check, and a pass that starts later waits for
+-- this transaction and sees the slot free. No wake-up is lost between them.
+-- +goose StatementBegin
+CREATE FUNCTION weft_run_slot_freed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(2003134068, hashtext(NEW.tenant_id));
+    IF EXISTS (SELECT 1 FROM runs WHERE tenant_id = NEW.tenant_id AND status = 'throttled') THEN
+        PERFORM pg_notify('weft_run_slots', NEW.tenant_id);
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER runs_slot_freed AFTER UPDATE OF status ON runs
+    FOR EACH ROW
+    WHEN (OLD.status IN ('queued', 'running') AND NEW.status IN ('succeeded', 'failed', 'cancelled') AND NEW.mode = 'live')
+    EXECUTE FUNCTION weft_run_slot_freed();
+
 -- Caps and the default budget of one workflow's runs. NULL: no limit.
 CREATE TABLE workflow_limits (
     tenant_id             text NOT NULL,
@@ -88,6 +116,8 @@ CREATE TABLE run_budget_reservations (
 CREATE INDEX run_budget_reserved ON run_budget_reservations (run_id) WHERE state = 'reserved';
 
 -- +goose Down
+DROP TRIGGER runs_slot_freed ON runs;
+DROP FUNCTION weft_run_slot_freed();
 DROP TABLE run_budget_reservations;
 DROP TABLE tenant_limits;
 DROP TABLE workflow_limits;
