@@ -226,7 +226,12 @@ func TestNotesWriteExactlyOnceAcrossAttempts(t *testing.T) {
 
 // Live agent nodes are refused until the agent runtime lands (simulated
 // ones are covered in simulate_test.go).
-func TestLiveAgentsAreRefused(t *testing.T) {
+// An agent node runs only the revision publication pinned: pinned in the
+// compiled revision but missing from the store (deleted, another
+// database), it is AGENT_UNAVAILABLE, permanently, before any provider
+// call. (Live agents do run: see agents/harness_test.go and
+// e2e/agents_test.go.)
+func TestAgentWithAMissingRevisionIsUnavailable(t *testing.T) {
 	t.Parallel()
 	agentDoc := `{"schemaVersion":1,"nodes":[
 	 {"id":"in","kind":"input","outputs":{"out":"any"}},
@@ -236,7 +241,10 @@ func TestLiveAgentsAreRefused(t *testing.T) {
 	ab := newBundle(t, agentDoc, withAgent(graph.AgentContract{Key: "bot", Revision: 1, Hash: "h",
 		OutputSchema: json.RawMessage(`{}`), RequiredPermissions: []string{}}))
 	_, err := ab.runNode(ab.input("bot", graph.KindAgent, map[string]string{"in": item}))
-	wantAppErr(t, err, execution.ErrAgentUnavailable, true)
+	appErr := wantAppErr(t, err, execution.ErrAgentUnavailable, true)
+	if !strings.Contains(appErr.Error(), "is not stored") {
+		t.Fatalf("refused for another reason: %v", appErr)
+	}
 }
 
 func TestActionContractMismatchIsRefused(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/weftworks/weft/bridges"
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
-	"github.com/weftworks/weft/workflows"
 )
 
 // BridgeDeps are what the schedule bridge's activity needs: the store (the
@@ -27,7 +27,7 @@ type ScheduleActivities struct {
 }
 
 // RegisterBridges registers the ScheduledEnqueue workflow's activity
-// (workflows.ActivityEnqueueScheduled). A worker registers it next to
+// (execution.ActivityEnqueueScheduled). A worker registers it next to
 // Register; it needs a starter, which Register's activities do not.
 func RegisterBridges(r worker.ActivityRegistry, d BridgeDeps) error {
 	enq, err := bridges.NewEnqueuer(d.Store, d.Starter, d.Logger)
@@ -35,7 +35,7 @@ func RegisterBridges(r worker.ActivityRegistry, d BridgeDeps) error {
 		return err
 	}
 	a := &ScheduleActivities{enqueuer: enq}
-	r.RegisterActivityWithOptions(a.EnqueueScheduled, activity.RegisterOptions{Name: workflows.ActivityEnqueueScheduled})
+	r.RegisterActivityWithOptions(a.EnqueueScheduled, activity.RegisterOptions{Name: execution.ActivityEnqueueScheduled})
 	return nil
 }
 
@@ -44,12 +44,12 @@ func RegisterBridges(r worker.ActivityRegistry, d BridgeDeps) error {
 // refusal is recorded as evidence and returned as a result (so the firing
 // is not retried forever), and anything else (PostgreSQL or Temporal
 // unavailable) is returned as a retryable error.
-func (a *ScheduleActivities) EnqueueScheduled(ctx context.Context, in workflows.EnqueueScheduledInput) (workflows.EnqueueScheduledResult, error) {
+func (a *ScheduleActivities) EnqueueScheduled(ctx context.Context, in execution.EnqueueScheduledInput) (execution.EnqueueScheduledResult, error) {
 	res, err := a.enqueuer.FireSchedule(ctx, in.TenantID, in.ScheduleID, in.ScheduledAt)
 	if err != nil {
-		return workflows.EnqueueScheduledResult{}, err
+		return execution.EnqueueScheduledResult{}, err
 	}
-	out := workflows.EnqueueScheduledResult{RunID: res.RunID, Created: res.Created, Skipped: res.Skipped}
+	out := execution.EnqueueScheduledResult{RunID: res.RunID, Created: res.Created, Skipped: res.Skipped}
 	if res.Refusal != nil {
 		out.RefusedCode = res.Refusal.Code
 		out.Missing = res.Refusal.Missing

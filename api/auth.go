@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -21,10 +22,27 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		p, err := s.deps.Keys.Verify(strings.TrimSpace(token))
 		if err != nil {
-			return failure.New(failure.CodeUnauthenticated, "the bearer token is invalid or expired")
+			return tokenRefusal(err)
 		}
 		c.Set(principalKey, p)
 		return next(c)
+	}
+}
+
+// tokenRefusal says why a token was refused, with a code per reason (all
+// 401): one to fix, one from another deployment, one to renew.
+func tokenRefusal(err error) error {
+	var te *auth.TokenError
+	if !errors.As(err, &te) {
+		return failure.New(failure.CodeUnauthenticated, "the bearer token is invalid")
+	}
+	switch te.Reason {
+	case auth.TokenExpired:
+		return failure.New(auth.TokenExpired, "the bearer token has expired: mint a new one (weft token)")
+	case auth.TokenBadSignature:
+		return failure.New(auth.TokenBadSignature, "the bearer token was not signed with this deployment's key (WEFT_JWT_SECRET)")
+	default:
+		return failure.New(auth.TokenMalformed, "the bearer token is not a weft token: an HS256 JWT with sub, tenant, scopes and exp")
 	}
 }
 

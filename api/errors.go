@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/weftworks/weft/agents"
+	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
@@ -23,6 +25,9 @@ const CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
 // statusByCode is the one table mapping error codes to HTTP statuses.
 var statusByCode = map[string]int{
 	failure.CodeUnauthenticated:     http.StatusUnauthorized,
+	auth.TokenMalformed:             http.StatusUnauthorized,
+	auth.TokenBadSignature:          http.StatusUnauthorized,
+	auth.TokenExpired:               http.StatusUnauthorized,
 	failure.CodeMissingScope:        http.StatusForbidden,
 	failure.CodePermissionDenied:    http.StatusForbidden,
 	failure.CodeNotFound:            http.StatusNotFound,
@@ -43,6 +48,8 @@ var statusByCode = map[string]int{
 	failure.CodeStoreUnavailable:    http.StatusServiceUnavailable,
 	failure.CodeInternal:            http.StatusInternalServerError,
 	CodeUnsupportedMediaType:        http.StatusUnsupportedMediaType,
+	CodeRouteNotFound:               http.StatusNotFound,
+	CodeMethodNotAllowed:            http.StatusMethodNotAllowed,
 	CodeTooManyStreams:              http.StatusTooManyRequests,
 	starter.CodeInvalidFixtures:     http.StatusUnprocessableEntity,
 	// YAML graph documents and toolsets (api/yaml.go).
@@ -122,6 +129,20 @@ func (s *Server) handleError(err error, c echo.Context) {
 		if status >= 500 && fe.Code != failure.CodeStoreUnavailable { // an outage is logged once, above
 			s.log.Error("request failed", "code", fe.Code, "err", err, "path", c.Path())
 		}
+	case errors.As(err, &he) && (he.Code == http.StatusNotFound || he.Code == http.StatusMethodNotAllowed) && s.routes != nil:
+		// No route answered: a path none serves, or a method its routes
+		// do not answer (handlers' own 404s are coded NOT_FOUND).
+		method, path := c.Request().Method, c.Request().URL.Path
+		if allow := s.routes.allowed(path); len(allow) > 0 {
+			status = http.StatusMethodNotAllowed
+			c.Response().Header().Set("Allow", strings.Join(allow, ", "))
+			payload = errorPayload{Code: CodeMethodNotAllowed, Message: fmt.Sprintf("%s is not allowed on %s; it answers %s", method, path, strings.Join(allow, ", ")),
+				Details: map[string]any{"allow": allow}}
+		} else {
+			status = http.StatusNotFound
+			payload = errorPayload{Code: CodeRouteNotFound, Message: fmt.Sprintf("no route %s %s: GET /v1/openapi.json lists every route", method, path),
+				Details: map[string]any{"method": method, "path": path}}
+		}
 	case errors.As(err, &he):
 		status = he.Code
 		payload.Message = fmt.Sprint(he.Message)
@@ -129,7 +150,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		case http.StatusNotFound:
 			payload.Code = failure.CodeNotFound
 		case http.StatusMethodNotAllowed:
-			payload.Code = "METHOD_NOT_ALLOWED"
+			payload.Code = CodeMethodNotAllowed
 		case http.StatusRequestEntityTooLarge:
 			payload.Code = failure.CodeDocumentTooLarge
 		case http.StatusUnauthorized:

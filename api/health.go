@@ -11,8 +11,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/weftworks/weft/agents/provider"
-	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/temporalclient"
 )
 
 // readyCheckTimeout bounds each dependency check of /readyz, so a hung
@@ -143,7 +143,7 @@ func (s *Server) checkTemporal(ctx context.Context) string {
 func (s *Server) checkSearchAttributes(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, readyCheckTimeout)
 	defer cancel()
-	missing, err := devserver.MissingSearchAttributes(ctx, s.deps.Temporal, s.deps.Config.TemporalNamespace)
+	missing, err := temporalclient.MissingSearchAttributes(ctx, s.deps.Temporal, s.deps.Config.TemporalNamespace)
 	if err != nil {
 		s.log.Warn("readyz: search attributes", "err", err)
 		return checkUnreachable

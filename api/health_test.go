@@ -15,9 +15,9 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/config"
-	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/metrics"
+	"github.com/weftworks/weft/temporalclient"
 )
 
 type healthBody struct {
@@ -84,7 +84,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 
 	// Registered: ready.
-	if _, err := devserver.RegisterSearchAttributes(context.Background(), tc, "default"); err != nil {
+	if _, err := temporalclient.RegisterSearchAttributes(context.Background(), tc, "default"); err != nil {
 		t.Fatal(err)
 	}
 	code, b = healthReadyz(t, h)

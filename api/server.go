@@ -61,6 +61,7 @@ type Server struct {
 	deps    Deps
 	log     *slog.Logger
 	streams *Streams
+	routes  *routeTable // set once every route is registered
 }
 
 // New builds the Echo application with every route.
@@ -103,6 +104,7 @@ func New(d Deps) *echo.Echo {
 	s.registerRevocationRoutes(v1)
 	s.registerLimitsRoutes(v1)
 	s.registerOpenAPIRoute(v1)
+	s.routes = newRouteTable(e.Routes())
 	return e
 }
 

@@ -241,7 +241,7 @@ func TestResolveVariablesRefusals(t *testing.T) {
 		{"body over 256 KiB", read, map[string]any{"template": "x", "values": map[string]any{"v": strings.Repeat("x", 300<<10)}},
 			413, "DOCUMENT_TOO_LARGE", ""},
 		{"no token", "", map[string]any{"template": "x"}, 401, "UNAUTHENTICATED", ""},
-		{"bad token", "not-a-jwt", map[string]any{"template": "x"}, 401, "UNAUTHENTICATED", ""},
+		{"bad token", "not-a-jwt", map[string]any{"template": "x"}, 401, "TOKEN_MALFORMED", ""},
 		{"token without variables.read", h.tokenWith(auth.ScopeAgentsRead), map[string]any{"template": "x"},
 			403, "MISSING_SCOPE", "variables.read"},
 	}

@@ -170,6 +170,12 @@ func decodeEnvelope(data []byte, fields ...*envelopeField) error {
 		name, _ := tok.(string)
 		f, ok := byName[name]
 		if !ok {
+			if _, wantsGraph := byName["graph"]; wantsGraph && graphField(name) {
+				// The graph file itself was posted: say where it goes.
+				return failure.New(failure.CodeInvalidRequest,
+					"unknown field %q: this looks like a graph document; send it as {\"graph\": <the document>} with the other fields beside it", name).
+					WithDetails(map[string]any{"field": name, "hint": "wrap the graph document in {\"graph\": ...}"})
+			}
 			return failure.New(failure.CodeInvalidRequest, "unknown field %q", name).
 				WithDetails(map[string]any{"field": name})
 		}
@@ -202,6 +208,15 @@ func decodeEnvelope(data []byte, fields ...*envelopeField) error {
 
 // decodeEnvelopeValue decodes one envelope value with exact types: integers
 // must be JSON integers (not 1.0, "1" or 1e0), strings must be strings.
+// graphField reports whether name is a top-level field of a graph document.
+func graphField(name string) bool {
+	switch name {
+	case "schemaVersion", "nodes", "edges", "schemas", "toolsets", "tools":
+		return true
+	}
+	return false
+}
+
 func decodeEnvelopeValue(raw json.RawMessage, dst any) error {
 	switch d := dst.(type) {
 	case *json.RawMessage:

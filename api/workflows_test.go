@@ -561,7 +561,7 @@ func TestWorkflowRoutesAuth(t *testing.T) {
 
 			res = h.do(r.method, r.path, "not-a-jwt", r.body)
 			require.Equal(t, http.StatusUnauthorized, res.Status)
-			require.Equal(t, "UNAUTHENTICATED", res.Code(t))
+			require.Equal(t, auth.TokenMalformed, res.Code(t))
 
 			other, err := auth.NewKeys("another-secret-entirely-0123456789")
 			require.NoError(t, err)
@@ -569,6 +569,7 @@ func TestWorkflowRoutesAuth(t *testing.T) {
 			require.NoError(t, err)
 			res = h.do(r.method, r.path, forged, r.body)
 			require.Equal(t, http.StatusUnauthorized, res.Status)
+			require.Equal(t, auth.TokenBadSignature, res.Code(t))
 
 			res = h.do(r.method, r.path, h.mint("t1", "bob", everyScopeBut(r.scope)...), r.body)
 			require.Equal(t, http.StatusForbidden, res.Status, "%s", res.Body)

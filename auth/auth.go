@@ -113,7 +113,34 @@ func (k *Keys) Mint(p Principal, ttl time.Duration) (string, error) {
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(k.secret)
 }
 
-// Verify checks a token's signature, algorithm and expiry and returns its principal.
+// Why a token was refused (TokenError.Reason): the client can tell a
+// token to fix from one to renew, and nothing about the key is revealed.
+const (
+	// TokenMalformed: not a JWT, not HS256, or claims missing or of the wrong type.
+	TokenMalformed = "TOKEN_MALFORMED"
+	// TokenBadSignature: well formed, but not signed with this deployment's key.
+	TokenBadSignature = "TOKEN_BAD_SIGNATURE"
+	// TokenExpired: signed correctly, past its exp (or before its nbf).
+	TokenExpired = "TOKEN_EXPIRED"
+)
+
+// TokenError is a refused token with its reason; errors.Is(err,
+// ErrInvalidToken) holds for every one.
+type TokenError struct {
+	Reason string
+	err    error
+}
+
+func (e *TokenError) Error() string { return fmt.Sprintf("%v: %s: %v", ErrInvalidToken, e.Reason, e.err) }
+
+// Is makes every TokenError an ErrInvalidToken.
+func (e *TokenError) Is(target error) bool { return target == ErrInvalidToken }
+
+// Unwrap returns the parser's error.
+func (e *TokenError) Unwrap() error { return e.err }
+
+// Verify checks a token's signature, algorithm and expiry and returns its
+// principal; a refusal is a *TokenError saying why.
 func (k *Keys) Verify(token string) (Principal, error) {
 	var c claims
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return k.secret, nil },
@@ -121,11 +148,17 @@ func (k *Keys) Verify(token string) (Principal, error) {
 		jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(k.now),
 	)
-	if err != nil {
-		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	switch {
+	case err == nil:
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return Principal{}, &TokenError{Reason: TokenBadSignature, err: err}
+	case errors.Is(err, jwt.ErrTokenExpired), errors.Is(err, jwt.ErrTokenNotValidYet):
+		return Principal{}, &TokenError{Reason: TokenExpired, err: err}
+	default:
+		return Principal{}, &TokenError{Reason: TokenMalformed, err: err}
 	}
 	if c.Tenant == "" || c.Subject == "" {
-		return Principal{}, fmt.Errorf("%w: tenant and sub claims are required", ErrInvalidToken)
+		return Principal{}, &TokenError{Reason: TokenMalformed, err: errors.New("tenant and sub claims are required")}
 	}
 	return Principal{Tenant: c.Tenant, Sub: c.Subject, Scopes: c.Scopes, Name: c.Name, Email: c.Email, TenantName: c.TenantName}, nil
 }

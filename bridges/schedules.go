@@ -16,11 +16,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
-	"github.com/weftworks/weft/workflows"
 )
 
 // Schedule policies (documented in README):
@@ -250,13 +249,13 @@ func (s *Service) CreateSchedule(ctx context.Context, creator auth.Principal, wo
 		Spec: tspec,
 		Action: &client.ScheduleWorkflowAction{
 			ID:                       row.TemporalScheduleID,
-			Workflow:                 workflows.ScheduledEnqueueWorkflow,
-			Args:                     []any{workflows.ScheduledEnqueueParams{TenantID: row.TenantID, ScheduleID: row.ScheduleID}},
+			Workflow:                 execution.ScheduledEnqueueWorkflow,
+			Args:                     []any{execution.ScheduledEnqueueParams{TenantID: row.TenantID, ScheduleID: row.ScheduleID}},
 			TaskQueue:                s.taskQueue,
 			WorkflowExecutionTimeout: actionTimeout,
 			TypedSearchAttributes: temporal.NewSearchAttributes(
-				devserver.KeyTenant.ValueSet(row.TenantID),
-				devserver.KeyWorkflowKey.ValueSet(row.WorkflowKey),
+				execution.KeyTenant.ValueSet(row.TenantID),
+				execution.KeyWorkflowKey.ValueSet(row.WorkflowKey),
 			),
 			StaticSummary: fmt.Sprintf("schedule %s → enqueue %s", row.ScheduleID, row.WorkflowKey),
 			StaticDetails: fmt.Sprintf("weft schedule %s of workflow %s, configured by %s; runs as service actor schedule:%s",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,12 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/store"
-	"github.com/weftworks/weft/workflows"
 )
 
 // scheduleRuns returns the runs of key started by schedule id.
@@ -104,12 +105,12 @@ func TestScheduleFiresAsServiceActorAndDeleteStopsIt(t *testing.T) {
 	require.NotEmpty(t, desc.Info.RecentActions)
 	action := desc.Info.RecentActions[0]
 	hist := v.tc.GetWorkflowHistory(context.Background(), action.StartWorkflowResult.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var in workflows.EnqueueScheduledInput
+	var in execution.EnqueueScheduledInput
 	for hist.HasNext() {
 		ev, err := hist.Next()
 		require.NoError(t, err)
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			require.Equal(t, workflows.ActivityEnqueueScheduled, a.GetActivityType().GetName())
+			require.Equal(t, execution.ActivityEnqueueScheduled, a.GetActivityType().GetName())
 			require.NoError(t, json.Unmarshal(a.GetInput().GetPayloads()[0].GetData(), &in))
 		}
 	}
@@ -144,7 +145,13 @@ func TestScheduleFiresAsServiceActorAndDeleteStopsIt(t *testing.T) {
 	_, err = v.tc.ScheduleClient().GetHandle(context.Background(), temporalID).Describe(context.Background())
 	var nf *serviceerror.NotFound
 	require.True(t, errors.As(err, &nf), "describe after delete: %v", err)
-	time.Sleep(5 * time.Second) // two more intervals
+	// The schedule is gone, so only firings already under way can still
+	// enqueue: wait until none of its ScheduledEnqueue workflows runs.
+	eventually(t, 30*time.Second, "the deleted schedule's firings to settle", func() bool {
+		n, err := v.tc.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("TemporalScheduledById = '%s' AND ExecutionStatus = 'Running'", temporalID)})
+		return err == nil && n.GetCount() == 0
+	})
 	for key := range v.idempotencyKeys("items") {
 		at, ok := strings.CutPrefix(key, id+"@")
 		require.True(t, ok, "idempotency key %q", key)
@@ -190,7 +197,13 @@ func TestScheduleRevocationRefusesFiringWithEvidence(t *testing.T) {
 	_, bound := v.idempotencyKeys("notes")[firingKey]
 	require.False(t, bound, "a refused firing bound its key to a run")
 	n := len(v.scheduleRuns("notes", id))
-	time.Sleep(4500 * time.Millisecond)
+	refused := func() int {
+		res := v.do(http.MethodGet, "/v1/workflows/notes/schedules/"+id, v.token, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		return len(res.JSON(t)["refusals"].([]any))
+	}
+	before := refused()
+	eventually(t, 20*time.Second, "two more refused firings", func() bool { return refused() >= before+2 })
 	require.Equal(t, n, len(v.scheduleRuns("notes", id)), "a firing ran without notes.write")
 
 	// GET of the schedule lists every refusal as evidence.

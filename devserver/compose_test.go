@@ -113,7 +113,7 @@ func TestComposeTemporalMatchesDevServer(t *testing.T) {
 	sa := devserver.SearchAttributeArgs()
 	for i := 0; i < len(sa); i += 2 {
 		if !containsRun(cmd, sa[i:i+2]) {
-			t.Errorf("temporal command lacks %v (devserver.SearchAttributeTypes)", sa[i:i+2])
+			t.Errorf("temporal command lacks %v (execution.SearchAttributeTypes)", sa[i:i+2])
 		}
 	}
 	if !containsRun(cmd, []string{"--port", "7233"}) || !publishes(tmp, "7233", 7233) {

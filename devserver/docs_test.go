@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 )
 
@@ -44,7 +45,7 @@ func TestREADMEDocumentsSettings(t *testing.T) {
 			t.Errorf("README does not document the dev server setting %s=%s", s.Key, s.Value)
 		}
 	}
-	for _, a := range devserver.SearchAttributeTypes {
+	for _, a := range execution.SearchAttributeTypes {
 		if !strings.Contains(string(readme), a.Name+"="+a.Type) {
 			t.Errorf("README does not document the search attribute %s=%s", a.Name, a.Type)
 		}

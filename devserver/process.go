@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftworks/weft/temporalclient"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 )
@@ -252,7 +253,7 @@ func ready(ctx context.Context, c client.Client, namespace string) error {
 	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 		return err
 	}
-	missing, err := MissingSearchAttributes(ctx, c, namespace)
+	missing, err := temporalclient.MissingSearchAttributes(ctx, c, namespace)
 	if err != nil {
 		return err
 	}

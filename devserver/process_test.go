@@ -15,7 +15,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/weftworks/weft/devserver"
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/temporalclient"
 )
 
 func requireBinary(t *testing.T) string {
@@ -75,7 +77,7 @@ func TestStartStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	missing, err := devserver.MissingSearchAttributes(ctx, c, "weft-test")
+	missing, err := temporalclient.MissingSearchAttributes(ctx, c, "weft-test")
 	if err != nil || len(missing) > 0 {
 		t.Fatalf("missing search attributes %v, err %v", missing, err)
 	}
@@ -158,25 +160,25 @@ func TestRegisterSearchAttributes(t *testing.T) {
 	defer cancel()
 	c := srv.Client()
 
-	missing, err := devserver.MissingSearchAttributes(ctx, c, "default")
+	missing, err := temporalclient.MissingSearchAttributes(ctx, c, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(missing) != len(devserver.SearchAttributeTypes) {
+	if len(missing) != len(execution.SearchAttributeTypes) {
 		t.Fatalf("missing = %v, want all four", missing)
 	}
-	added, err := devserver.RegisterSearchAttributes(ctx, c, "default")
+	added, err := temporalclient.RegisterSearchAttributes(ctx, c, "default")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(added) != len(devserver.SearchAttributeTypes) {
+	if len(added) != len(execution.SearchAttributeTypes) {
 		t.Fatalf("added = %v", added)
 	}
-	if missing, err := devserver.MissingSearchAttributes(ctx, c, "default"); err != nil || len(missing) > 0 {
+	if missing, err := temporalclient.MissingSearchAttributes(ctx, c, "default"); err != nil || len(missing) > 0 {
 		t.Fatalf("after register: missing %v, err %v", missing, err)
 	}
 	// Registering again is a no-op.
-	if added, err := devserver.RegisterSearchAttributes(ctx, c, "default"); err != nil || len(added) > 0 {
+	if added, err := temporalclient.RegisterSearchAttributes(ctx, c, "default"); err != nil || len(added) > 0 {
 		t.Fatalf("second register: added %v, err %v", added, err)
 	}
 }

@@ -5,9 +5,6 @@
 package devserver
 
 import (
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/weftworks/weft/execution"
 )
 
@@ -79,35 +76,10 @@ func ExtraArgs() []string {
 	return args
 }
 
-// SearchAttributeTypes lists weft's custom search attributes with their
-// Temporal types (SPEC §8), in a stable order.
-var SearchAttributeTypes = []SearchAttribute{
-	{execution.SearchAttrTenant, "Keyword", enumspb.INDEXED_VALUE_TYPE_KEYWORD},
-	{execution.SearchAttrWorkflowKey, "Keyword", enumspb.INDEXED_VALUE_TYPE_KEYWORD},
-	{execution.SearchAttrMode, "Keyword", enumspb.INDEXED_VALUE_TYPE_KEYWORD},
-	{execution.SearchAttrRevision, "Int", enumspb.INDEXED_VALUE_TYPE_INT},
-}
-
-// SearchAttribute is one custom search attribute weft needs.
-type SearchAttribute struct {
-	Name string
-	Type string // as the CLI spells it (--search-attribute Name=Type)
-	// Indexed is the same type for the OperatorService API.
-	Indexed enumspb.IndexedValueType
-}
-
-// Typed search attribute keys, for StartWorkflowOptions.TypedSearchAttributes.
-var (
-	KeyTenant      = temporal.NewSearchAttributeKeyKeyword(execution.SearchAttrTenant)
-	KeyWorkflowKey = temporal.NewSearchAttributeKeyKeyword(execution.SearchAttrWorkflowKey)
-	KeyMode        = temporal.NewSearchAttributeKeyKeyword(execution.SearchAttrMode)
-	KeyRevision    = temporal.NewSearchAttributeKeyInt64(execution.SearchAttrRevision)
-)
-
 // SearchAttributeArgs returns the --search-attribute flags registering weft's attributes.
 func SearchAttributeArgs() []string {
-	args := make([]string, 0, 2*len(SearchAttributeTypes))
-	for _, a := range SearchAttributeTypes {
+	args := make([]string, 0, 2*len(execution.SearchAttributeTypes))
+	for _, a := range execution.SearchAttributeTypes {
 		args = append(args, "--search-attribute", a.Name+"="+a.Type)
 	}
 	return args

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
@@ -84,8 +83,8 @@ func (e *env) startDirect(key string, revision int, input any, params func(*exec
 	}
 	o := client.StartWorkflowOptions{ID: run.WorkflowID, TaskQueue: e.queue,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			devserver.KeyTenant.ValueSet(e.tenant), devserver.KeyWorkflowKey.ValueSet(key),
-			devserver.KeyMode.ValueSet(string(execution.ModeLive)), devserver.KeyRevision.ValueSet(int64(revision)))}
+			execution.KeyTenant.ValueSet(e.tenant), execution.KeyWorkflowKey.ValueSet(key),
+			execution.KeyMode.ValueSet(string(execution.ModeLive)), execution.KeyRevision.ValueSet(int64(revision)))}
 	if opts != nil {
 		opts(&o)
 	}

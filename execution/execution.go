@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/weftworks/weft/graph"
 )
 
@@ -87,6 +89,15 @@ const (
 	SearchAttrWorkflowKey = "WeftWorkflowKey" // Keyword
 	SearchAttrMode        = "WeftMode"        // Keyword
 	SearchAttrRevision    = "WeftRevision"    // Int
+)
+
+// Typed search attribute keys, for StartWorkflowOptions.TypedSearchAttributes
+// (runs) and schedules' actions.
+var (
+	KeyTenant      = temporal.NewSearchAttributeKeyKeyword(SearchAttrTenant)
+	KeyWorkflowKey = temporal.NewSearchAttributeKeyKeyword(SearchAttrWorkflowKey)
+	KeyMode        = temporal.NewSearchAttributeKeyKeyword(SearchAttrMode)
+	KeyRevision    = temporal.NewSearchAttributeKeyInt64(SearchAttrRevision)
 )
 
 // Actor is who a run acts for.

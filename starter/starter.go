@@ -28,7 +28,6 @@ import (
 
 	"github.com/weftworks/weft/authz"
 	"github.com/weftworks/weft/catalog"
-	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
@@ -519,10 +518,10 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			devserver.KeyTenant.ValueSet(run.TenantID),
-			devserver.KeyWorkflowKey.ValueSet(run.WorkflowKey),
-			devserver.KeyMode.ValueSet(run.Mode),
-			devserver.KeyRevision.ValueSet(int64(run.Revision)),
+			execution.KeyTenant.ValueSet(run.TenantID),
+			execution.KeyWorkflowKey.ValueSet(run.WorkflowKey),
+			execution.KeyMode.ValueSet(run.Mode),
+			execution.KeyRevision.ValueSet(int64(run.Revision)),
 		),
 		EnableEagerStart: s.eager,
 		StaticSummary:    runSummary(run),

@@ -27,7 +27,7 @@ func Options(cfg config.Config, logger *slog.Logger) (client.Options, error) {
 	opts := client.Options{
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
-		Logger:    sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk")),
+		Logger:    sdklog.NewStructuredLogger(slog.New(quietCancellations{logger.Handler()}).With("component", "temporal-sdk")),
 	}
 	if Loopback(cfg.TemporalAddress) {
 		// The SDK gzips every request by default. Over loopback (weft dev,

@@ -182,3 +182,22 @@ func TestLoopbackConnectionsAreNotCompressed(t *testing.T) {
 		}
 	}
 }
+
+// An ordinary cancellation's SDK records go to DEBUG; real failures stay.
+func TestCancellationNoiseIsQuiet(t *testing.T) {
+	var buf strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	opts, err := temporalclient.Options(config.Config{TemporalAddress: "localhost:7233", TemporalNamespace: "default"}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Logger.Error("Activity error.", "ActivityType", "weft.Action", "Error", "context canceled")
+	opts.Logger.Warn("RecordActivityHeartbeat with error", "Error", "canceled")
+	if buf.Len() != 0 {
+		t.Fatalf("cancellation logged above DEBUG: %s", buf.String())
+	}
+	opts.Logger.Error("Activity error.", "ActivityType", "weft.Action", "Error", "node \"a\": boom (type: ACTION_FAILED)")
+	if !strings.Contains(buf.String(), `"level":"ERROR"`) || !strings.Contains(buf.String(), "boom") {
+		t.Fatalf("a real failure was hidden: %q", buf.String())
+	}
+}

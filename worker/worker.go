@@ -16,7 +16,6 @@ import (
 
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
-	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/reconciler"
 	"github.com/weftworks/weft/store"
@@ -139,7 +138,8 @@ func Serve(ctx context.Context, d Deps) error {
 		<-ctx.Done()
 		close(interrupt)
 	}()
-	rec, err := reconciler.New(reconciler.Deps{Store: d.Store, Temporal: d.Temporal, Logger: log})
+	// The reconciler names its own component; log already says "worker".
+	rec, err := reconciler.New(reconciler.Deps{Store: d.Store, Temporal: d.Temporal, Logger: d.Logger.With("taskQueue", d.Config.TaskQueue)})
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func Serve(ctx context.Context, d Deps) error {
 func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, searchAttributeTimeout)
 	defer cancel()
-	added, err := devserver.RegisterSearchAttributes(ctx, c, namespace)
+	added, err := temporalclient.RegisterSearchAttributes(ctx, c, namespace)
 	if len(added) > 0 {
 		log.Info("registered search attributes", "added", added)
 	}

@@ -10,8 +10,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/weftworks/weft/config"
-	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/temporalclient"
 	"github.com/weftworks/weft/worker"
 )
 
@@ -58,7 +58,7 @@ func TestRun(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// ...after registering the search attributes the server lacked.
-	if missing, err := devserver.MissingSearchAttributes(ctx, c, "default"); err != nil || len(missing) > 0 {
+	if missing, err := temporalclient.MissingSearchAttributes(ctx, c, "default"); err != nil || len(missing) > 0 {
 		t.Fatalf("search attributes still missing: %v (err %v)", missing, err)
 	}
 

@@ -66,7 +66,7 @@ const cancelGrace = 30 * time.Second
 // a replayer and the test environment all satisfy worker.WorkflowRegistry.
 func Register(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(Run, workflow.RegisterOptions{Name: execution.WorkflowName})
-	r.RegisterWorkflowWithOptions(ScheduledEnqueue, workflow.RegisterOptions{Name: ScheduledEnqueueWorkflow})
+	r.RegisterWorkflowWithOptions(ScheduledEnqueue, workflow.RegisterOptions{Name: execution.ScheduledEnqueueWorkflow})
 }
 
 // Run is the interpreter workflow: it runs the compiled revision named by

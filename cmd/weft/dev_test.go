@@ -519,7 +519,7 @@ func TestDevRefusesABusyAPIPortAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "dev: listen on " + addr; !strings.Contains(string(logs), want) || !strings.Contains(string(logs), "address already in use") {
+	if want := "dev: listen on " + addr + " (WEFT_HTTP_ADDR)"; !strings.Contains(string(logs), want) || !strings.Contains(string(logs), "address already in use") {
 		t.Errorf("stderr lacks %q and the cause:\n%s", want, logs)
 	}
 	for _, f := range []string{devserver.PIDFile(d.dataDir), devserver.DBFile(d.dataDir)} {

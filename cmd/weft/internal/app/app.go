@@ -89,7 +89,7 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("api: listen on %s: %w", cfg.HTTPAddr, err)
+		return fmt.Errorf("api: listen on %s (WEFT_HTTP_ADDR): %w", cfg.HTTPAddr, err)
 	}
 	logger.Info("api listening", "addr", ln.Addr().String())
 	go a.starter.RunSweeper(ctx, 0)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +56,7 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	// dev server binds while starting can take it.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("dev: listen on %s: %w", cfg.HTTPAddr, err)
+		return fmt.Errorf("dev: listen on %s (WEFT_HTTP_ADDR): %w", cfg.HTTPAddr, err)
 	}
 	serving := false
 	defer func() {
@@ -144,6 +145,7 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 		UI:        dev.UIURL(),
 		DataDir:   cfg.DataDir,
 		Token:     token,
+		Versions:  temporalVersions(ctx, cfg.TemporalCLI),
 	})
 
 	// Run until asked to stop or until a component fails.
@@ -184,6 +186,28 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 
 type bannerInfo struct {
 	API, Temporal, Namespace, UI, DataDir, Token string
+	// Versions is what the dev server runs, e.g. "CLI v1.5.1, Server
+	// 1.29.1, UI 2.42.1".
+	Versions string
+}
+
+// temporalVersions names the Temporal CLI weft pins and the server and Web
+// UI versions it carries (read from `temporal --version`: a CLI built with
+// go install calls itself 0.0.0-DEV, so its own version is the pin).
+func temporalVersions(ctx context.Context, cli string) string {
+	v := "CLI " + devserver.TemporalCLIVersion
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, cli, "--version").Output()
+	if err != nil {
+		return v
+	}
+	if _, inner, ok := strings.Cut(string(out), "("); ok {
+		if inner, _, ok := strings.Cut(inner, ")"); ok {
+			return v + ", " + inner
+		}
+	}
+	return v
 }
 
 // printBanner tells the user where everything is and how to call the API.
@@ -193,7 +217,7 @@ weft dev is running. Ctrl-C stops the API, the worker and the Temporal dev serve
 
   API             %s
   Canvas          %s/ui/
-  Temporal        %s (namespace %s)
+  Temporal        %s (namespace %s; %s)
   Temporal Web UI %s
   Data dir        %s
 
@@ -207,7 +231,7 @@ Open the canvas signed in with the dev token:
 
   %s
 
-`, b.API, b.API, b.Temporal, b.Namespace, b.UI, b.DataDir, DevTenant, DevSub, devTokenTTL, b.Token, b.API, CanvasLink(b.API, b.Token))
+`, b.API, b.API, b.Temporal, b.Namespace, b.Versions, b.UI, b.DataDir, DevTenant, DevSub, devTokenTTL, b.Token, b.API, CanvasLink(b.API, b.Token))
 }
 
 // CanvasLink is the canvas address signed in with token: the token rides in

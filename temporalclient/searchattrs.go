@@ -1,4 +1,4 @@
-package devserver
+package temporalclient
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+
+	"github.com/weftworks/weft/execution"
 )
 
-// MissingSearchAttributes lists, in SearchAttributeTypes order, weft's
+// MissingSearchAttributes lists, in execution.SearchAttributeTypes order, weft's
 // search attributes that the namespace lacks or holds with another type
 // (each as "Name" or "Name (has T, wants U)").
 func MissingSearchAttributes(ctx context.Context, c client.Client, namespace string) ([]string, error) {
@@ -20,7 +22,7 @@ func MissingSearchAttributes(ctx context.Context, c client.Client, namespace str
 	}
 	have := resp.GetCustomAttributes()
 	var missing []string
-	for _, a := range SearchAttributeTypes {
+	for _, a := range execution.SearchAttributeTypes {
 		t, ok := have[a.Name]
 		switch {
 		case !ok:
@@ -45,7 +47,7 @@ func RegisterSearchAttributes(ctx context.Context, c client.Client, namespace st
 	have := resp.GetCustomAttributes()
 	add := map[string]enumspb.IndexedValueType{}
 	var names, wrong []string
-	for _, a := range SearchAttributeTypes {
+	for _, a := range execution.SearchAttributeTypes {
 		t, ok := have[a.Name]
 		switch {
 		case !ok:
