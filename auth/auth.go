@@ -131,7 +131,9 @@ type TokenError struct {
 	err    error
 }
 
-func (e *TokenError) Error() string { return fmt.Sprintf("%v: %s: %v", ErrInvalidToken, e.Reason, e.err) }
+func (e *TokenError) Error() string {
+	return fmt.Sprintf("%v: %s: %v", ErrInvalidToken, e.Reason, e.err)
+}
 
 // Is makes every TokenError an ErrInvalidToken.
 func (e *TokenError) Is(target error) bool { return target == ErrInvalidToken }
