@@ -102,6 +102,17 @@ func Register(r worker.ActivityRegistry, d Deps) {
 	}
 	stored := &ValueActivities{values: d.Store}
 	r.RegisterActivityWithOptions(stored.StoreValues, activity.RegisterOptions{Name: execution.ActivityStoreValues})
+
+	// Approvals (approvals.go): a simulated approval node's local attempt,
+	// and what a decision's verification reads.
+	name, _ := execution.NodeActivity(graph.KindApproval)
+	r.RegisterActivityWithOptions(observed(durable(nodes.approval, d.Drain), d.Observer, d.Logger), activity.RegisterOptions{Name: name})
+	approvals := &ApprovalActivities{}
+	if d.Store != nil {
+		approvals.decisions = d.Store
+	}
+	r.RegisterActivityWithOptions(approvals.LoadDecision, activity.RegisterOptions{Name: execution.ActivityLoadDecision})
+	r.RegisterActivityWithOptions(approvals.UpdateIdentity, activity.RegisterOptions{Name: execution.ActivityUpdateIdentity})
 }
 
 // defaultVariables is the production registry, variables.Builtin with the

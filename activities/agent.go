@@ -31,7 +31,11 @@ import (
 //     totalling usage on the run;
 //  5. an agent's validated answer is returned on port out; an
 //     agent-decision's outcome picks port pass or fail, carrying the node's
-//     input (as a simulated decision does).
+//     input (as a simulated decision does);
+//  6. a call of a tool whose toolset requires approval ends the attempt
+//     before anything about the call runs, with NodeResult.Approval (the
+//     call, pending in the transcript); the interpreter waits for the
+//     decision and dispatches the attempt again with it (in.Approval).
 func (a *NodeActivities) agent(ctx context.Context, in execution.NodeInput, rev *revision, n graph.Node) (execution.NodeResult, error) {
 	if a.agents == nil {
 		return execution.NodeResult{}, permanent(execution.ErrAgentUnavailable, nil, "node %q: this worker has no agent runtime", n.ID)
@@ -74,7 +78,7 @@ func (a *NodeActivities) agent(ctx context.Context, in execution.NodeInput, rev 
 			NodeID: n.ID, Attempt: in.Attempt, Dispatch: in.Redispatch, Decision: n.Kind == graph.KindAgentDecision,
 			Agent: pinned, Actions: rev.actions, Toolset: toolsetOf(rev.compiled.Document, n),
 			Input: input, Actor: in.Actor, Permissions: in.Permissions, Authority: a.authority(in), RunStartedAt: runDay(in),
-			Timeout:   timeout,
+			Approval: in.Approval, Timeout: timeout,
 			Heartbeat: func() { hb.beat() }, // liveness only: no progress details
 		})
 	})
@@ -87,6 +91,11 @@ func (a *NodeActivities) agent(ctx context.Context, in execution.NodeInput, rev 
 				fmt.Sprintf("node %q: agent %s did not finish within %v", n.ID, n.Agent, timeout), agents.ErrAgentTimeout, err)
 		}
 		return execution.NodeResult{}, err
+	}
+	if res.Approval != nil {
+		// Stopped before a call that needs a person's decision: the
+		// interpreter waits for it, then dispatches this attempt again.
+		return execution.NodeResult{Approval: res.Approval}, nil
 	}
 	if n.Kind == graph.KindAgentDecision {
 		port := PortPass

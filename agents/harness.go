@@ -39,7 +39,7 @@ const (
 	// MaxCallsPerTurn and MaxCallsPerNode bound tool calls; calls beyond
 	// them are denied (TOOL_LIMIT_EXCEEDED).
 	MaxCallsPerTurn = 16
-	MaxCallsPerNode = 200
+	MaxCallsPerNode = graph.MaxToolCallsPerNode
 	// saveTimeout bounds a transcript save, which runs even while the
 	// attempt is being cancelled so a settled call is not lost.
 	saveTimeout = 10 * time.Second
@@ -110,6 +110,12 @@ const (
 	ReasonInvalidOutput = execution.ErrInvalidOutput
 	// ReasonConflict: the call's ledger key is bound to another input.
 	ReasonConflict = execution.ErrIdempotencyConflict
+	// ReasonApprovalRejected: the tool needs approval (its toolset says
+	// approval: required) and a person rejected the call.
+	ReasonApprovalRejected = "TOOL_APPROVAL_REJECTED"
+	// ReasonApprovalTimedOut: the tool needs approval and no decision
+	// came within the toolset's approvalTimeoutMs.
+	ReasonApprovalTimedOut = "TOOL_APPROVAL_TIMED_OUT"
 )
 
 // Store is what the harness persists through (store.Store).
@@ -234,6 +240,10 @@ type Job struct {
 	Permissions  []string
 	Authority    Authority
 	RunStartedAt time.Time
+	// Approval is the node's latest decided tool approval
+	// (execution.NodeInput.Approval): it settles that call, if still
+	// pending, and nothing else.
+	Approval *execution.ApprovalState
 	// Timeout is the node timeout; the agent's own timeoutMs bounds too.
 	Timeout time.Duration
 	// Heartbeat reports liveness (no details); may be nil.
@@ -254,6 +264,17 @@ type Result struct {
 	Outcome string
 	Turns   int
 	Usage   store.Usage
+	// Approval, instead of an answer, says the attempt stopped before a
+	// tool call that needs a person's decision: the transcript holds the
+	// call pending; an attempt given the decision (Job.Approval) resumes.
+	Approval *execution.ApprovalRequest
+}
+
+// approvalNeeded stops an attempt before a call that needs approval.
+type approvalNeeded struct{ req execution.ApprovalRequest }
+
+func (e *approvalNeeded) Error() string {
+	return fmt.Sprintf("tool call %d (%s) waits for approval", e.req.Call.Ordinal, e.req.Call.Tool)
 }
 
 // permanent is a non-retryable ApplicationError.
@@ -312,6 +333,10 @@ func (r *Runtime) Run(ctx context.Context, job Job) (Result, error) {
 		}
 		if c := a.tr.pending(); c != nil {
 			if err := a.call(ctx, actx, c); err != nil {
+				var need *approvalNeeded
+				if errors.As(err, &need) {
+					return Result{Turns: len(a.tr.Turns), Usage: a.tr.Usage(), Approval: &need.req}, nil
+				}
 				return Result{}, err
 			}
 			continue
@@ -450,9 +475,13 @@ func (a *attempt) offerTools() {
 			a.denials[key] = decision.Why
 		default:
 			name := functionName(ref, used)
+			desc := pinned.Description
+			if a.job.Toolset.RequiresApproval(key) {
+				desc = strings.TrimSpace(desc + " Each call waits for a person's approval; a rejected call is answered as denied.")
+			}
 			tl := &tool{ref: ref, pinned: pinned, action: act,
 				mutating: pinned.Risk == graph.RiskWorkspaceWrite || pinned.Idempotency == catalog.IdempotencyLedger,
-				spec:     provider.Tool{Name: name, Ref: key, Description: pinned.Description, Parameters: pinned.InputSchema}}
+				spec:     provider.Tool{Name: name, Ref: key, Description: desc, Parameters: pinned.InputSchema}}
 			a.offered[name], a.offered[key] = tl, tl
 			a.specs = append(a.specs, tl.spec)
 		}
@@ -950,6 +979,14 @@ func (a *attempt) call(ctx, actx context.Context, c *CallRecord) error {
 			}
 			return a.deny(ctx, c, ReasonNotGranted, fmt.Sprintf("%s is no longer granted: %s", c.Tool, d.Why), details)
 		}
+		// The toolset requires a person's decision: nothing about the
+		// call runs before it (no tool.started, no handler, no ledger
+		// entry). Without one the attempt stops here and the node waits.
+		if a.job.Toolset.RequiresApproval(c.Tool) {
+			if run, err := a.approved(ctx, c, canon); !run {
+				return err // asked for, or settled as denied
+			}
+		}
 	}
 
 	startData := map[string]any{"tool": c.Tool, "ordinal": c.Ordinal, "turn": c.Turn, "callId": c.CallID, "inputBytes": len(canon)}
@@ -1001,6 +1038,42 @@ func (a *attempt) call(ctx, actx context.Context, c *CallRecord) error {
 		"replayed": c.Replayed, "durationMs": a.r.now().Sub(begin).Milliseconds()}
 	evidence(doneData, "output", bounded)
 	return a.settle(ctx, c, CallCompleted, "", "", string(bounded), a.event(execution.EventToolCompleted, c.Ordinal, doneData))
+}
+
+// approved lets an approved call go on (run), denies a rejected or timed
+// out one (settled and saved: a later attempt never asks again; err is
+// the save's), or stops the attempt to ask (err is approvalNeeded). The
+// decision applies to this call only: its ordinal and tool must match.
+func (a *attempt) approved(ctx context.Context, c *CallRecord, input json.RawMessage) (run bool, err error) {
+	d := a.job.Approval
+	if !d.Decided() || d.Call == nil || d.Call.Ordinal != c.Ordinal || d.Call.Tool != c.Tool {
+		call := execution.ApprovalCall{Ordinal: c.Ordinal, Turn: c.Turn, Tool: c.Tool, InputBytes: len(input)}
+		if shown, err := store.EvidenceData(input); err == nil && len(shown) <= execution.MaxApprovalInputBytes {
+			call.Input = shown // redacted like evidence: this travels in the run's history
+		} else {
+			call.InputOmitted = true
+		}
+		return false, &approvalNeeded{req: execution.ApprovalRequest{Call: call, TimeoutMs: int64(a.job.Toolset.ToolApprovalTimeoutMs())}}
+	}
+	details := map[string]any{"request": d.Request}
+	if d.Actor != nil {
+		details["decidedBy"] = d.Actor
+	}
+	if d.Comment != "" {
+		details["comment"] = d.Comment
+	}
+	switch d.Status {
+	case execution.ApprovalApproved:
+		return true, nil
+	case execution.ApprovalRejected:
+		msg := fmt.Sprintf("%s needs approval and the call was rejected", c.Tool)
+		if d.Comment != "" {
+			msg += ": " + d.Comment
+		}
+		return false, a.deny(ctx, c, ReasonApprovalRejected, msg, details)
+	}
+	return false, a.deny(ctx, c, ReasonApprovalTimedOut,
+		fmt.Sprintf("%s needs approval and no decision came within %s", c.Tool, time.Duration(d.TimeoutMs)*time.Millisecond), details)
 }
 
 // maxEvidenceValueBytes bounds a tool input or output copied into event

@@ -79,6 +79,11 @@ var statusByCode = map[string]int{
 	bridges.CodeSignatureInvalid:  http.StatusUnauthorized,
 	bridges.CodeSignatureStale:    http.StatusUnauthorized,
 	bridges.CodeInvalidToolPolicy: http.StatusUnprocessableEntity,
+	// Human approval (api/approvals.go, issue 18).
+	starter.CodeApprovalNotWaiting:     http.StatusConflict,
+	starter.CodeApprovalAlreadyDecided: http.StatusConflict,
+	starter.CodeApprovalNotDelivered:   http.StatusServiceUnavailable,
+	graph.CodeInvalidApprovalPolicy:    http.StatusUnprocessableEntity,
 }
 
 // StatusOf returns the HTTP status for a code; unknown codes are 422 when

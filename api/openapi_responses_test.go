@@ -223,6 +223,18 @@ const sleepyGraph = `{
   "edges": [{"from": "in.out", "to": "nap.in"}, {"from": "nap.out", "to": "out.in"}]
 }`
 
+// gatedGraph waits for a person's decision before it settles.
+const gatedGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "ok", "kind": "approval", "inputs": {"in": "any"},
+     "outputs": {"approved": "any", "rejected": "any", "timedOut": "any"}, "timeoutMs": 3600000},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "ok.in"}, {"from": "ok.approved", "to": "out.in"}]
+}`
+
 const brokenGraph = `{
   "schemaVersion": 1,
   "nodes": [{"id": "in", "kind": "input", "outputs": {"out": "any"}}, {"id": "out", "kind": "output", "inputs": {"in": "any"}}],
@@ -413,6 +425,30 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	cancelled := c.expect(202, call{method: "POST", path: "/v1/runs/" + waiting["runId"].(string) + "/cancel", token: tok}).json(t)
 	require.Equal(t, "cancelled", cancelled["status"])
 	c.expect(200, call{method: "GET", path: "/v1/limits", token: tok})
+
+	// Approvals: a run waiting for a decision, listed, decided once.
+	c.expect(201, call{method: "POST", path: "/v1/workflows", token: tok,
+		body: map[string]any{"key": "gated", "graph": json.RawMessage(gatedGraph)}})
+	c.expect(201, call{method: "POST", path: "/v1/workflows/gated/publish", token: tok, body: map[string]any{"expectedRevision": 1}})
+	gated := c.expect(202, call{method: "POST", path: "/v1/workflows/gated/runs", token: tok,
+		body: map[string]any{"input": map[string]any{"n": 1}, "idempotencyKey": "gated"}}).json(t)["runId"].(string)
+	c.waitNode(gated, "ok", "awaiting_approval")
+	pending := c.expect(200, call{method: "GET", path: "/v1/approvals?status=pending", token: tok}).json(t)
+	require.Len(t, pending["approvals"], 1)
+	c.expect(200, call{method: "GET", path: "/v1/approvals?runId=" + gated + "&limit=1", token: tok})
+	c.expect(400, call{method: "GET", path: "/v1/approvals?status=bogus", token: tok, malformed: true})
+	c.expect(403, call{method: "GET", path: "/v1/approvals", token: c.mint("acme", "bob", auth.ScopeWorkflowsRead)})
+	decide := "/v1/runs/" + gated + "/approvals/ok"
+	c.expect(403, call{method: "POST", path: decide, token: readOnly, body: map[string]any{"decision": "approve"}})
+	c.expect(404, call{method: "POST", path: decide, token: c.mint("globex", "mallory", auth.AllScopes...), body: map[string]any{"decision": "approve"}})
+	c.expect(404, call{method: "POST", path: "/v1/runs/" + gated + "/approvals/ghost", token: tok, body: map[string]any{"decision": "approve"}})
+	c.expect(400, call{method: "POST", path: decide, token: tok, malformed: true, body: map[string]any{"decision": "maybe"}})
+	c.expect(415, call{method: "POST", path: decide, token: tok, body: "decision=approve", contentType: "application/x-www-form-urlencoded", malformed: true})
+	c.expect(409, call{method: "POST", path: "/v1/runs/" + gated + "/approvals/in", token: tok, body: map[string]any{"decision": "approve"}})
+	decided := c.expect(200, call{method: "POST", path: decide, token: tok, body: map[string]any{"decision": "approve", "comment": "fine"}}).json(t)
+	require.Equal(t, "approved", decided["status"])
+	c.expect(409, call{method: "POST", path: decide, token: tok, body: map[string]any{"decision": "reject"}})
+	c.waitRun(gated, "succeeded")
 
 	// Variables.
 	c.expect(200, call{method: "GET", path: "/v1/variables", token: tok})

@@ -411,8 +411,13 @@ func (p *nodeProjection) states(runStatus string) []execution.NodeState {
 		st := *p.byID[id]
 		if closed {
 			switch st.Status {
-			case execution.NodePending, execution.NodeRunning, execution.NodeWaiting:
+			case execution.NodePending, execution.NodeRunning, execution.NodeWaiting, execution.NodeAwaitingApproval:
 				st.Status, st.Reason = execution.NodeCancelled, ReasonRunClosed
+				if a := st.Approval; a != nil && a.Status == execution.ApprovalPending {
+					cancelled := *a
+					cancelled.Status = execution.ApprovalCancelled
+					st.Approval = &cancelled
+				}
 			}
 		}
 		out = append(out, st)
@@ -453,10 +458,34 @@ func applyNodeEvent(st *execution.NodeState, ev store.Event) {
 		if d.Error != nil {
 			st.Reason, st.Error = errOf()
 		}
+		if a := st.Approval; a != nil && a.Status == execution.ApprovalPending {
+			a.Status = execution.ApprovalCancelled
+		}
 	case execution.EventNodeCancelUnacked:
 		st.Status, st.Reason = execution.NodeCancelled, "CANCEL_UNACKNOWLEDGED"
 	case execution.EventNodeLateResult:
 		st.Status, st.Port, st.Reason = execution.NodeCancelled, d.Port, "LATE_RESULT"
+	case execution.EventNodeApprovalRequested:
+		at := ev.At
+		if d.VirtualAt != nil {
+			at = *d.VirtualAt
+		}
+		st.Status = execution.NodeAwaitingApproval
+		st.Approval = &execution.ApprovalState{Request: d.Request, Status: execution.ApprovalPending, TimeoutMs: d.TimeoutMs,
+			RequestedAt: at, DeadlineAt: d.DeadlineAt, Call: d.Call}
+	case execution.EventNodeApprovalDecided, execution.EventNodeApprovalTimedOut:
+		if a := st.Approval; a != nil && a.Request == d.Request {
+			at := ev.At
+			a.DecidedAt, a.Status = &at, execution.ApprovalTimedOut
+			if ev.Type == execution.EventNodeApprovalDecided {
+				a.Status, a.Actor, a.Comment = execution.ApprovalRejected, d.Actor, d.Comment
+				if d.Decision == execution.DecisionApprove {
+					a.Status = execution.ApprovalApproved
+				}
+			}
+		}
+		// An approval node completes next; an agent resumes its attempt.
+		st.Status = execution.NodeRunning
 	case execution.EventNodeAttemptLeaseLost, execution.EventNodeAttemptInfraRetry:
 		// The same attempt goes out again: the node keeps running, and
 		// shows how often it was recovered and from what.

@@ -105,3 +105,43 @@ func TestNodeProjectionShowsRecoveredAttempts(t *testing.T) {
 	require.Equal(t, execution.NodeState{ID: "a", Kind: "action", Status: execution.NodeSucceeded, Attempt: 1, Port: "out",
 		Redispatches: 2, Infra: execution.ErrStoreUnavailable, InfraSince: &at}, done)
 }
+
+// Approval events project like the interpreter's own state: waiting, then
+// decided with who decided, and a wait the run's end closed shows cancelled.
+func TestNodeProjectionOfApprovals(t *testing.T) {
+	t.Parallel()
+	nodes := []graph.Node{{ID: "in", Kind: graph.KindInput}, {ID: "ok", Kind: graph.KindApproval}, {ID: "ag", Kind: graph.KindAgent}}
+	deadline := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var seq int64
+	ev := func(typ, node string, data any) store.Event {
+		seq++
+		raw, _ := json.Marshal(data)
+		return store.Event{Seq: seq, Type: typ, NodeID: node, Attempt: 1, At: deadline.Add(-time.Hour), Data: raw}
+	}
+	alice := &execution.Actor{Kind: execution.ActorUser, Sub: "alice"}
+	call := &execution.ApprovalCall{Ordinal: 1, Tool: "workspace.notes.write@1"}
+	p := newNodeProjection(nodes)
+	for _, e := range []store.Event{
+		ev(execution.EventNodeStarted, "ok", execution.EventData{}),
+		ev(execution.EventNodeApprovalRequested, "ok", execution.EventData{Request: 1, TimeoutMs: 3_600_000, DeadlineAt: &deadline}),
+		ev(execution.EventNodeStarted, "ag", execution.EventData{}),
+		ev(execution.EventNodeApprovalRequested, "ag", execution.EventData{Request: 1, TimeoutMs: 60_000, Call: call}),
+		ev(execution.EventNodeApprovalDecided, "ag", execution.EventData{Request: 1, Decision: execution.DecisionApprove, Actor: alice, Comment: "go"}),
+	} {
+		p.apply(e)
+	}
+	states := p.states(execution.StatusRunning)
+	ok, ag := states[1], states[2]
+	require.Equal(t, execution.NodeAwaitingApproval, ok.Status)
+	require.Equal(t, &execution.ApprovalState{Request: 1, Status: execution.ApprovalPending, TimeoutMs: 3_600_000,
+		RequestedAt: deadline.Add(-time.Hour), DeadlineAt: &deadline}, ok.Approval)
+	require.Equal(t, execution.NodeRunning, ag.Status, "resumes after the decision")
+	require.Equal(t, execution.ApprovalApproved, ag.Approval.Status)
+	require.Equal(t, alice, ag.Approval.Actor)
+	require.Equal(t, call, ag.Approval.Call)
+
+	closed := p.states(execution.StatusCancelled)[1]
+	require.Equal(t, execution.NodeCancelled, closed.Status)
+	require.Equal(t, execution.ApprovalCancelled, closed.Approval.Status)
+	require.Equal(t, execution.ApprovalPending, states[1].Approval.Status, "closing a copy")
+}

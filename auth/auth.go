@@ -19,10 +19,13 @@ const (
 	ScopeRunsExecute      = "runs.execute"
 	ScopeRunsRead         = "runs.read"
 	ScopeRunsCancel       = "runs.cancel"
-	ScopeAgentsRead       = "agents.read"
-	ScopeAgentsWrite      = "agents.write"
-	ScopeVariablesRead    = "variables.read"
-	ScopeSchedulesManage  = "schedules.manage"
+	// ScopeRunsApprove decides what a run waits for: approval nodes and
+	// tool calls that need approval (POST /v1/runs/{id}/approvals/{nodeId}).
+	ScopeRunsApprove     = "runs.approve"
+	ScopeAgentsRead      = "agents.read"
+	ScopeAgentsWrite     = "agents.write"
+	ScopeVariablesRead   = "variables.read"
+	ScopeSchedulesManage = "schedules.manage"
 	// ScopeRevocationsManage lists, adds and removes revocations: scopes
 	// withdrawn from the service actors (schedules, webhooks) a sub
 	// configured.
@@ -37,7 +40,7 @@ const (
 // AllScopes lists every scope, used for the dev token.
 var AllScopes = []string{
 	ScopeWorkflowsRead, ScopeWorkflowsWrite, ScopeWorkflowsPublish,
-	ScopeRunsExecute, ScopeRunsRead, ScopeRunsCancel,
+	ScopeRunsExecute, ScopeRunsRead, ScopeRunsCancel, ScopeRunsApprove,
 	ScopeAgentsRead, ScopeAgentsWrite, ScopeVariablesRead, ScopeSchedulesManage,
 	ScopeRevocationsManage, ScopeLimitsManage, ScopeNotesWrite,
 }

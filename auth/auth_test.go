@@ -90,7 +90,7 @@ func TestMissing(t *testing.T) {
 func TestAllScopes(t *testing.T) {
 	want := []string{
 		"workflows.read", "workflows.write", "workflows.publish",
-		"runs.execute", "runs.read", "runs.cancel",
+		"runs.execute", "runs.read", "runs.cancel", "runs.approve",
 		"agents.read", "agents.write", "variables.read", "schedules.manage",
 		"revocations.manage", "limits.manage", "notes.write",
 	}

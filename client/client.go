@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
 
@@ -57,6 +58,20 @@ type Error struct {
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
 }
+
+// UnreachableError is an API that did not answer at all: nothing listens
+// at the address, a wrong host, a network down.
+type UnreachableError struct {
+	URL string // the API base, credentials removed
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the weft API at %s: %v", e.URL, e.Err)
+}
+
+// Unwrap returns the transport's error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // Issues returns the graph issues in details.issues (INVALID_GRAPH,
 // INVALID_TOOLS_PATH), if any.
@@ -130,7 +145,10 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		}
+		return 0, &UnreachableError{URL: c.base.Redacted(), Err: err}
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
@@ -688,4 +706,59 @@ func (c *Client) SetWorkflowLimits(ctx context.Context, key string, req Workflow
 	var out WorkflowLimits
 	err := c.doJSON(ctx, http.MethodPut, workflowPath(key, "limits"), nil, req, &out)
 	return out, err
+}
+
+// Approval is one approval request (GET /v1/approvals, and the answer to a
+// decision).
+type Approval struct {
+	RunID       string                  `json:"runId"`
+	WorkflowKey string                  `json:"workflowKey,omitempty"`
+	NodeID      string                  `json:"nodeId"`
+	Request     int                     `json:"request"`
+	Status      string                  `json:"status"`
+	Kind        string                  `json:"kind"`
+	Call        *execution.ApprovalCall `json:"call,omitempty"`
+	TimeoutMs   int64                   `json:"timeoutMs"`
+	RequestedAt time.Time               `json:"requestedAt"`
+	DeadlineAt  *time.Time              `json:"deadlineAt,omitempty"`
+	DecidedAt   *time.Time              `json:"decidedAt,omitempty"`
+	Decision    string                  `json:"decision,omitempty"`
+	Actor       *execution.Actor        `json:"actor,omitempty"`
+	Comment     string                  `json:"comment,omitempty"`
+}
+
+// Decide approves or rejects (decision "approve" or "reject") what node
+// nodeID of run id waits for; a node not waiting is APPROVAL_NOT_WAITING,
+// a request decided already APPROVAL_ALREADY_DECIDED.
+func (c *Client) Decide(ctx context.Context, id, nodeID, decision, comment string) (Approval, error) {
+	var out Approval
+	body := map[string]string{"decision": decision}
+	if comment != "" {
+		body["comment"] = comment
+	}
+	err := c.doJSON(ctx, http.MethodPost, runPath(id, "approvals", url.PathEscape(nodeID)), nil, body, &out)
+	return out, err
+}
+
+// Approvals lists one page of the tenant's approval requests, filtered by
+// status ("" for all) and run ("" for all).
+func (c *Client) Approvals(ctx context.Context, status, runID, cursor string) ([]Approval, string, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"status": status, "runId": runID, "cursor": cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var out struct {
+		Approvals  []Approval `json:"approvals"`
+		NextCursor *string    `json:"nextCursor"`
+	}
+	if err := c.doJSON(ctx, http.MethodGet, "/v1/approvals", q, nil, &out); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if out.NextCursor != nil {
+		next = *out.NextCursor
+	}
+	return out.Approvals, next, nil
 }

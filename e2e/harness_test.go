@@ -112,6 +112,12 @@ func newEnv(t *testing.T) *env {
 func newEnvOn(t *testing.T, dbURL string) *env {
 	t.Helper()
 	tsrv, tc := testinfra.SharedClient(t)
+	return newEnvOnServer(t, dbURL, tsrv, tc)
+}
+
+// newEnvOnServer is newEnvOn against the dev server tsrv (client tc).
+func newEnvOnServer(t *testing.T, dbURL string, tsrv *testinfra.Temporal, tc client.Client) *env {
+	t.Helper()
 	st, err := store.Open(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)

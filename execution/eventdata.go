@@ -25,6 +25,9 @@ const (
 	// ReasonRedispatchWait (node.cancel.acknowledged): the node's attempt
 	// was lost to an infrastructure fault and waited to be re-dispatched.
 	ReasonRedispatchWait = "REDISPATCH_WAIT"
+	// ReasonApprovalWait (node.cancel.acknowledged): the node waited for
+	// an approval decision; ending the wait was the whole cancellation.
+	ReasonApprovalWait = "APPROVAL_WAIT"
 	// ReasonContinueSuggested and ReasonContinueForced (run.continued): why
 	// the run continued as new.
 	ReasonContinueSuggested = "SUGGESTED"
@@ -89,6 +92,20 @@ type EventData struct {
 
 	// node.cancel.unacknowledged: how long the interpreter waited.
 	WaitedMs int64 `json:"waitedMs,omitempty"`
+
+	// node.approval.requested: the request number, how long it waits,
+	// when it times out (live runs) and, for a tool approval, the call.
+	// node.approval.decided: Request, Decision (approve or reject),
+	// Actor, Comment and, for an operator's decision, the update's id.
+	// node.approval.timed_out: Request and TimeoutMs.
+	Request    int           `json:"request,omitempty"`
+	TimeoutMs  int64         `json:"timeoutMs,omitempty"`
+	DeadlineAt *time.Time    `json:"deadlineAt,omitempty"`
+	Call       *ApprovalCall `json:"call,omitempty"`
+	Decision   string        `json:"decision,omitempty"`
+	Actor      *Actor        `json:"actor,omitempty"`
+	Comment    string        `json:"comment,omitempty"`
+	UpdateID   string        `json:"updateId,omitempty"`
 
 	// run.succeeded: the output node that settled the run.
 	NodeID string `json:"nodeId,omitempty"`

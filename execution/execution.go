@@ -26,6 +26,13 @@ const (
 	ActivityRunLocalNode = "weft.RunLocalNode" // gate, validator, merge
 	// Activities.
 	ActivityRunNode = "weft.RunNode" // agent, agent-decision, action
+
+	// ActivityLoadDecision (local) reads back a decision weft's API stored
+	// before sending UpdateApprove (StoredDecision).
+	ActivityLoadDecision = "weft.LoadDecision"
+	// ActivityUpdateIdentity reads the Temporal client identity an update
+	// was sent with from the run's history (an operator's decision).
+	ActivityUpdateIdentity = "weft.UpdateIdentity"
 )
 
 // Node attempts run as one activity type per node kind, so the Web UI,
@@ -41,6 +48,9 @@ var nodeActivities = map[graph.Kind]string{
 	graph.KindAction:        "weft.Action",
 	graph.KindAgent:         "weft.Agent",
 	graph.KindAgentDecision: "weft.AgentDecision",
+	// A live approval runs nothing; a simulated one asks its fixture in a
+	// local activity of this name.
+	graph.KindApproval: "weft.Approval",
 }
 
 // NodeActivity returns the activity type of kind's attempts, and false for
@@ -102,12 +112,16 @@ var (
 
 // Actor is who a run acts for.
 type Actor struct {
-	Kind string `json:"kind"` // "user" or "service"
+	// Kind is "user" or "service" for a run's actor; a decision's actor
+	// may also be "operator" or "simulation" (approval.go).
+	Kind string `json:"kind"`
 	Sub  string `json:"sub"`
 	// ConfiguredBy is the user who configured a service actor (schedules, webhooks).
 	ConfiguredBy string `json:"configuredBy,omitempty"`
 	Name         string `json:"name,omitempty"`
 	Email        string `json:"email,omitempty"`
+	// Identity is the Temporal client identity of an operator's decision.
+	Identity string `json:"identity,omitempty"`
 }
 
 // RequestedBy is the user behind the actor: a user's own sub, or the user
@@ -183,13 +197,16 @@ type PortSlot struct {
 
 // Node statuses in NodeState.
 const (
-	NodePending   = "pending"
-	NodeRunning   = "running"
-	NodeWaiting   = "waiting" // between attempts
-	NodeSucceeded = "succeeded"
-	NodeFailed    = "failed"
-	NodeSkipped   = "skipped"
-	NodeCancelled = "cancelled"
+	NodePending = "pending"
+	NodeRunning = "running"
+	NodeWaiting = "waiting" // between attempts
+	// NodeAwaitingApproval: waiting for a person's decision (an approval
+	// node, or an agent node before a call that needs approval).
+	NodeAwaitingApproval = "awaiting_approval"
+	NodeSucceeded        = "succeeded"
+	NodeFailed           = "failed"
+	NodeSkipped          = "skipped"
+	NodeCancelled        = "cancelled"
 )
 
 // NodeState is a node's projection answered by the state query.
@@ -218,6 +235,8 @@ type NodeState struct {
 	// latest recovery.
 	Redispatch bool   `json:"redispatch,omitempty"`
 	Infra      string `json:"infra,omitempty"`
+	// Approval is the node's latest approval request and its outcome.
+	Approval *ApprovalState `json:"approval,omitempty"`
 }
 
 // NodeInput is what a node activity receives.
@@ -250,6 +269,10 @@ type NodeInput struct {
 	// the activity appends before it runs the node (the interpreter's
 	// buffer riding along instead of a flush of its own).
 	Events *EventBatch `json:"events,omitempty"`
+	// Approval is the node's latest decided tool approval: the agent
+	// harness applies it to that call (Call.Ordinal) if it is still
+	// pending, and to nothing else.
+	Approval *ApprovalState `json:"approval,omitempty"`
 }
 
 // EventBatch is the interpreter's buffer as an activity carries it: events
@@ -272,6 +295,10 @@ type NodeResult struct {
 	// EventsThrough echoes NodeInput.Events.Through: the carried events
 	// are in the log, through that ordinal.
 	EventsThrough int `json:"eventsThrough,omitempty"`
+	// Approval, instead of a port, says the agent attempt stopped before a
+	// tool call that needs a person's decision; the interpreter waits for
+	// it and dispatches the attempt again to resume.
+	Approval *ApprovalRequest `json:"approval,omitempty"`
 }
 
 // Event types (schemaVersion 1).
@@ -306,10 +333,18 @@ const (
 	EventNodeCancelAcknowledged = "node.cancel.acknowledged"
 	EventNodeCancelUnacked      = "node.cancel.unacknowledged"
 	EventNodeLateResult         = "node.late.result"
-	EventRunContinued           = "run.continued"
-	EventRunSucceeded           = "run.succeeded"
-	EventRunFailed              = "run.failed"
-	EventRunCancelled           = "run.cancelled"
+	// EventNodeApprovalRequested: the node waits for a decision (data:
+	// request, timeoutMs, deadlineAt, call for a tool approval).
+	EventNodeApprovalRequested = "node.approval.requested"
+	// EventNodeApprovalDecided: the request was decided (data: request,
+	// decision approve|reject, actor, comment).
+	EventNodeApprovalDecided = "node.approval.decided"
+	// EventNodeApprovalTimedOut: no decision came within timeoutMs.
+	EventNodeApprovalTimedOut = "node.approval.timed_out"
+	EventRunContinued         = "run.continued"
+	EventRunSucceeded         = "run.succeeded"
+	EventRunFailed            = "run.failed"
+	EventRunCancelled         = "run.cancelled"
 )
 
 // EventSchemaVersion is the schema version stamped on every event.

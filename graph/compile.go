@@ -169,33 +169,65 @@ const (
 	historyRetryDelay         = 2 + 3 + 1
 	historyInlineNode         = 1 // input/output: settled in the workflow, one flush marker
 	historyCancellationBuffer = 10
+	// historyApprovalWait is one wait for a decision, worst case: the
+	// requested event's flush marker, the timer (started, then fired or
+	// cancelled), the workflow task the decision's update arrives in (3)
+	// with its accepted and completed events (2), the marker of the local
+	// activity that loads a decision weft stored, an operator's identity
+	// lookup (an activity, 3, and the workflow task it wakes, 3), the
+	// decision's flush marker and the workflow task that routes on (3).
+	historyApprovalWait = 1 + 2 + 3 + 2 + 1 + 3 + 3 + 1 + 3
 )
 
 // EstimateHistoryEvents returns a worst-case Temporal history size for one
 // run of doc, assuming every node runs every attempt in its own workflow task:
 //
-//	6 + 10 + Σ_nodes [ A·perAttempt(kind) + (A−1)·6 ]
+//	6 + 10 + Σ_nodes [ A·perAttempt(kind) + (A−1)·6 + approvals(node) ]
 //
 // where A is the node's normalized maxAttempts, perAttempt is 7 for agent,
 // agent-decision and action nodes (activity + workflow task + flush marker),
 // 5 for gate, validator and merge (local activity marker + workflow task +
-// flush marker), and input/output nodes count 1. The 10 covers cancellation
-// and the final flush. Publication compares it with Temporal's 51,200-event
-// limit; continue-as-new keeps real runs below it regardless.
+// flush marker), and input/output nodes count 1. An approval node counts
+// one wait for a decision (21: historyApprovalWait). An agent node whose
+// toolset requires approval for a tool may wait before each of its tool
+// calls (at most MaxToolCallsPerNode) and resume with an attempt each time:
+// approvals(node) = 200 × (21 + 7). The 10 covers cancellation and the
+// final flush. Publication compares it with Temporal's 51,200-event limit;
+// continue-as-new keeps real runs below it regardless.
 func EstimateHistoryEvents(doc Document) int {
 	total := historyWorkflowOverhead + historyCancellationBuffer
 	for _, n := range doc.Nodes {
 		attempts := NormalizeRetry(n.Retry).MaxAttempts
 		switch {
+		case n.Kind == KindApproval:
+			total += historyApprovalWait
 		case isLocal(n.Kind):
 			total += attempts*historyLocalAttempt + (attempts-1)*historyRetryDelay
 		case runsActivity(n.Kind):
 			total += attempts*historyActivityAttempt + (attempts-1)*historyRetryDelay
+			if asksApprovals(&doc, n) {
+				total += MaxToolCallsPerNode * (historyApprovalWait + historyActivityAttempt)
+			}
 		default:
 			total += historyInlineNode
 		}
 	}
 	return total
+}
+
+// asksApprovals reports whether an agent node's effective toolset requires
+// approval for any tool.
+func asksApprovals(doc *Document, n Node) bool {
+	_, ts, ok := EffectiveToolset(doc, n)
+	if !ok {
+		return false
+	}
+	for _, p := range ts.Approval {
+		if p == ApprovalRequired {
+			return true
+		}
+	}
+	return false
 }
 
 // Plan builds the execution plan the interpreter loads: wiring in compile

@@ -62,7 +62,9 @@ type HistoryEstimate struct {
 // marker, drain(node) is what a node can add after the suggestion (one
 // attempt completing: 7 events for agent, agent-decision and action nodes,
 // 5 for gates, validators and merges, or 6 for a retry timer firing,
-// whichever is more; 0 for input and output nodes), 5 is the handoff
+// whichever is more; 21 for an approval node, or an agent node whose
+// toolset requires approvals, whose decision may be in flight; 0 for
+// input and output nodes), 5 is the handoff
 // (run.continued flush, its workflow task, the continued-as-new event) and
 // 10 covers a cancellation. Every node that runs an activity is counted
 // as possibly in flight at once (a safe upper bound on the graph's width),
@@ -82,11 +84,21 @@ func EstimateHistory(doc Document, budget HistoryBudget) HistoryEstimate {
 	drain := 0
 	for _, n := range doc.Nodes {
 		switch {
+		case n.Kind == KindApproval:
+			// A wait is carried across continue-as-new; only a decision
+			// in flight (its operator identity lookup is an activity)
+			// holds the handoff.
+			drain += historyApprovalWait
+			est.MaxPendingActivities++
 		case isLocal(n.Kind):
 			drain += max(historyLocalAttempt, historyRetryDelay)
 			est.MaxPendingActivities++ // a local attempt also blocks the handoff
 		case runsActivity(n.Kind):
-			drain += max(historyActivityAttempt, historyRetryDelay)
+			step := max(historyActivityAttempt, historyRetryDelay)
+			if asksApprovals(&doc, n) {
+				step = max(step, historyApprovalWait)
+			}
+			drain += step
 			est.MaxPendingActivities++
 		}
 	}

@@ -20,6 +20,11 @@ type Limits struct {
 	MaxAttempts            int `json:"maxAttempts"`
 	MinTimeoutMs           int `json:"minTimeoutMs"`
 	MaxTimeoutMs           int `json:"maxTimeoutMs"`
+	// MinApprovalTimeoutMs and MaxApprovalTimeoutMs bound an approval
+	// node's timeoutMs and a toolset's approvalTimeoutMs: a wait for a
+	// person, not an attempt, so MaxTimeoutMs does not apply.
+	MinApprovalTimeoutMs int `json:"minApprovalTimeoutMs"`
+	MaxApprovalTimeoutMs int `json:"maxApprovalTimeoutMs"`
 	// MaxRetryIntervalMs bounds initialIntervalMs and maxIntervalMs so a retry
 	// delay can never park a run for days.
 	MaxRetryIntervalMs int `json:"maxRetryIntervalMs"`
@@ -47,6 +52,8 @@ var DefaultLimits = Limits{
 	MaxAttempts:            10,
 	MinTimeoutMs:           250,
 	MaxTimeoutMs:           600_000,
+	MinApprovalTimeoutMs:   1_000,
+	MaxApprovalTimeoutMs:   30 * 24 * 3_600_000,
 	MaxRetryIntervalMs:     3_600_000,
 	MaxBackoff:             10,
 	ExpressionCostLimit:    10_000,
@@ -60,6 +67,16 @@ const (
 	DefaultBackoff           = 2.0
 	DefaultMaxIntervalMs     = 60_000
 )
+
+// DefaultToolApprovalTimeoutMs is how long an agent's call of a tool whose
+// toolset requires approval waits when the toolset sets no
+// approvalTimeoutMs: a day.
+const DefaultToolApprovalTimeoutMs = 24 * 3_600_000
+
+// MaxToolCallsPerNode bounds the tool calls of one agent node over all its
+// attempts (the agent harness denies calls beyond it), and so the approval
+// requests it can make: the history estimate counts on it.
+const MaxToolCallsPerNode = 200
 
 // Timeout defaults per kind, applied in the execution plan only.
 const (

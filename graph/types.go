@@ -13,7 +13,8 @@ const SchemaVersion = 1
 // Kind is a node kind.
 type Kind string
 
-// The eight node kinds of schemaVersion 1.
+// The node kinds of schemaVersion 1. KindApproval was added later
+// (issue 18); it is additive: documents without it are unchanged.
 const (
 	KindInput         Kind = "input"
 	KindAgent         Kind = "agent"
@@ -23,7 +24,23 @@ const (
 	KindAction        Kind = "action"
 	KindMerge         Kind = "merge"
 	KindOutput        Kind = "output"
+	// KindApproval waits durably, without an activity, for a person's
+	// decision or its timeoutMs; its ports approved, rejected and timedOut
+	// carry its one input unchanged.
+	KindApproval Kind = "approval"
 )
+
+// Output ports of an approval node: exactly one fires.
+const (
+	PortApproved = "approved"
+	PortRejected = "rejected"
+	PortTimedOut = "timedOut"
+)
+
+// ApprovalRequired is the one approval policy a toolset gives a tool:
+// the agent's call waits for a person's decision before anything about
+// it runs.
+const ApprovalRequired = "required"
 
 // AnySchema is the port schema name that accepts every value.
 const AnySchema = "any"
@@ -118,6 +135,28 @@ type Toolset struct {
 	// checksum). Required for new toolsets; drafts and revisions saved
 	// before it existed have none (ToolsetWarnings reports them).
 	Summary string `json:"summary,omitempty"`
+	// Approval maps a tool of Tools (actionId@version) to its approval
+	// policy; the only policy is ApprovalRequired. Absent for toolsets
+	// without policies, so their checksums are unchanged.
+	Approval map[string]string `json:"approval,omitempty"`
+	// ApprovalTimeoutMs bounds how long a call waiting for approval waits
+	// before it is answered as denied (DefaultToolApprovalTimeoutMs when
+	// 0; Limits.MinApprovalTimeoutMs–MaxApprovalTimeoutMs).
+	ApprovalTimeoutMs int `json:"approvalTimeoutMs,omitempty"`
+}
+
+// RequiresApproval reports whether a call of tool (actionId@version) from
+// this toolset waits for a person's decision.
+func (t *Toolset) RequiresApproval(tool string) bool {
+	return t != nil && t.Approval[tool] == ApprovalRequired
+}
+
+// ToolApprovalTimeoutMs is the wait of a call needing approval.
+func (t *Toolset) ToolApprovalTimeoutMs() int {
+	if t == nil || t.ApprovalTimeoutMs <= 0 {
+		return DefaultToolApprovalTimeoutMs
+	}
+	return t.ApprovalTimeoutMs
 }
 
 // Issue is one validation finding.
@@ -153,6 +192,9 @@ const (
 	// keeps working; new toolsets are refused without one when a draft is
 	// saved (see RequireToolsetSummaries).
 	CodeMissingToolsetSummary = "MISSING_TOOLSET_SUMMARY"
+	// CodeInvalidApprovalPolicy: a toolset approval policy that names a
+	// tool the toolset does not list, or a policy other than "required".
+	CodeInvalidApprovalPolicy = "INVALID_APPROVAL_POLICY"
 	// CodeInvalidNode covers structural problems the codes above do not name
 	// (unknown kind, a missing required field, a bad id).
 	CodeInvalidNode = "INVALID_NODE"

@@ -242,11 +242,31 @@ func (a *analysis) checkToolsets() {
 			}
 			a.resolveAction(ref, tp)
 		}
+		a.checkApprovalPolicies(path, ts)
 	}
 	if a.doc.Tools != "" {
 		if _, ok := a.doc.Toolsets[a.doc.Tools]; !ok {
 			a.add(CodeInvalidToolsPath, "/tools", "tools names toolset %q, which is not in toolsets", a.doc.Tools)
 		}
+	}
+}
+
+// checkApprovalPolicies: each policy names a tool the toolset lists and
+// says "required"; approvalTimeoutMs is within the approval range.
+func (a *analysis) checkApprovalPolicies(path string, ts Toolset) {
+	for _, tool := range slices.Sorted(maps.Keys(ts.Approval)) {
+		pp := path + "/approval/" + EscapePointerToken(tool)
+		switch {
+		case !slices.Contains(ts.Tools, tool):
+			a.add(CodeInvalidApprovalPolicy, pp, "approval policy names %q, which the toolset's tools do not list", tool)
+		case ts.Approval[tool] != ApprovalRequired:
+			a.add(CodeInvalidApprovalPolicy, pp, "approval policy %q is not supported; the only policy is %q", ts.Approval[tool], ApprovalRequired)
+		}
+	}
+	l := DefaultLimits
+	if ms := ts.ApprovalTimeoutMs; ms != 0 && (ms < l.MinApprovalTimeoutMs || ms > l.MaxApprovalTimeoutMs) {
+		a.add(CodeLimitExceeded, path+"/approvalTimeoutMs", "approvalTimeoutMs %d is outside %d–%d (30 days)",
+			ms, l.MinApprovalTimeoutMs, l.MaxApprovalTimeoutMs)
 	}
 }
 

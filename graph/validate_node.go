@@ -30,6 +30,7 @@ var portRules = map[Kind]portRule{
 	KindAction:        {inputs: atLeastOne, outputs: []string{"out"}},
 	KindMerge:         {inputs: atLeastOne, outputs: []string{"out"}},
 	KindOutput:        {inputs: 1, outputs: nil},
+	KindApproval:      {inputs: 1, outputs: []string{PortApproved, PortRejected, PortTimedOut}},
 }
 
 // callsSomething reports whether a node of kind k calls an agent or action,
@@ -63,6 +64,8 @@ func (a *analysis) checkNode(i int) {
 		a.checkAgent(i, n)
 	case KindAction:
 		a.checkAction(i, n)
+	case KindApproval:
+		a.checkApproval(i, n)
 	}
 	a.checkMapping(i, n)
 	a.checkOutputSchemas(i, n)
@@ -120,11 +123,12 @@ func describePorts(ports []string) string {
 }
 
 // checkOutputSchemas keeps the port type system sound where a node forwards
-// its input unchanged: a gate's or agent-decision's pass/fail carry the
-// input, so they may only claim the input's schema (or any); a validator's
-// pass may also claim the schema the validator enforces.
+// its input unchanged: a gate's or agent-decision's pass/fail and an
+// approval's approved/rejected/timedOut carry the input, so they may only
+// claim the input's schema (or any); a validator's pass may also claim the
+// schema the validator enforces.
 func (a *analysis) checkOutputSchemas(i int, n Node) {
-	if n.Kind != KindGate && n.Kind != KindAgentDecision && n.Kind != KindValidator {
+	if n.Kind != KindGate && n.Kind != KindAgentDecision && n.Kind != KindValidator && n.Kind != KindApproval {
 		return
 	}
 	in := AnySchema
@@ -134,8 +138,11 @@ func (a *analysis) checkOutputSchemas(i int, n Node) {
 		}
 	}
 	ports := []string{"fail", "pass"}
-	if n.Kind == KindValidator {
+	switch n.Kind {
+	case KindValidator:
 		ports = []string{"pass"}
+	case KindApproval:
+		ports = portRules[KindApproval].outputs
 	}
 	for _, p := range ports {
 		s, ok := n.Outputs[p]
@@ -189,7 +196,7 @@ func (a *analysis) checkFieldsForKind(i int, n Node) {
 		if n.Retry != nil {
 			a.add(CodeInvalidNode, nodePath(i, "retry"), "%s nodes run no activity and take no retry policy", n.Kind)
 		}
-		if n.TimeoutMs != 0 {
+		if n.TimeoutMs != 0 && n.Kind != KindApproval {
 			a.add(CodeInvalidNode, nodePath(i, "timeoutMs"), "%s nodes run no activity and take no timeout", n.Kind)
 		}
 	}
@@ -324,6 +331,21 @@ func (a *analysis) checkAction(i int, n Node) {
 	}
 	if c, found := a.resolveAction(*n.Action, path); found {
 		a.addPerms(n.ID, c.RequiredPermissions)
+	}
+}
+
+// checkApproval: an approval node must say how long it waits, within its
+// own range (a wait for a person, up to 30 days; the node timeout range
+// bounds attempts, and an approval makes none).
+func (a *analysis) checkApproval(i int, n Node) {
+	l := DefaultLimits
+	switch {
+	case n.TimeoutMs == 0:
+		a.add(CodeInvalidNode, nodePath(i, "timeoutMs"), "approval nodes need a timeoutMs: how long to wait for a decision (%d–%d ms)",
+			l.MinApprovalTimeoutMs, l.MaxApprovalTimeoutMs)
+	case n.TimeoutMs < l.MinApprovalTimeoutMs || n.TimeoutMs > l.MaxApprovalTimeoutMs:
+		a.add(CodeLimitExceeded, nodePath(i, "timeoutMs"), "approval timeoutMs %d is outside %d–%d (30 days)",
+			n.TimeoutMs, l.MinApprovalTimeoutMs, l.MaxApprovalTimeoutMs)
 	}
 }
 

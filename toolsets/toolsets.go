@@ -97,13 +97,18 @@ func Resolve(baseDir, p string) (string, error) {
 // Load reads a toolset folder: toolset.yaml holding
 //
 //	summary: Look items up and echo them back.
+//	approvalTimeoutMs: 3600000          # optional
 //	tools:
 //	  - core.echo@1
+//	  - tool: workspace.notes.write@1
+//	    approval: required
 //
-// (exactly those keys: summary one line of at most 600 characters, shown
-// to the agent with the tool list; tools each actionId@version, no
-// duplicates, an empty list offering no tools) and a SKILL.md that is not
-// blank. Neither file is
+// (no other keys: summary one line of at most 600 characters, shown to the
+// agent with the tool list; tools each actionId@version, or a mapping of
+// tool and approval (the only policy is required: the agent's call waits
+// for a person's decision), no duplicates, an empty list offering no
+// tools; approvalTimeoutMs how long such a call waits, 1 s to 30 days,
+// a day when absent) and a SKILL.md that is not blank. Neither file is
 // executed or interpreted beyond that. Which actions exist is decided by the
 // server's catalog when the document is saved and published.
 func Load(dir string) (graph.Toolset, error) {
@@ -120,7 +125,7 @@ func Load(dir string) (graph.Toolset, error) {
 	if err != nil {
 		return graph.Toolset{}, err
 	}
-	tools, summary, err := parseManifest(filepath.Join(dir, ManifestFile), manifest)
+	m, err := parseManifest(filepath.Join(dir, ManifestFile), manifest)
 	if err != nil {
 		return graph.Toolset{}, err
 	}
@@ -135,7 +140,8 @@ func Load(dir string) (graph.Toolset, error) {
 	if strings.TrimSpace(string(skill)) == "" {
 		return graph.Toolset{}, invalid("%s is empty; a toolset needs its skill text", skillPath)
 	}
-	return graph.Toolset{Tools: tools, Skill: string(skill), Summary: summary}, nil
+	return graph.Toolset{Tools: m.tools, Skill: string(skill), Summary: m.summary, Approval: m.approval,
+		ApprovalTimeoutMs: m.approvalTimeoutMs}, nil
 }
 
 // readBounded reads a regular file of at most limit bytes. A FIFO, device
@@ -167,15 +173,25 @@ func readBounded(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// parseManifest strictly reads toolset.yaml: its tools and its summary.
-func parseManifest(path string, data []byte) ([]string, string, error) {
+// manifest is what toolset.yaml says.
+type manifest struct {
+	tools             []string
+	summary           string
+	approval          map[string]string
+	approvalTimeoutMs int
+}
+
+// parseManifest strictly reads toolset.yaml: its tools (with their
+// approval policies), its summary and its approval timeout.
+func parseManifest(path string, data []byte) (manifest, error) {
+	var m manifest
 	raw, pos, err := graph.YAMLToJSON(data)
 	if err != nil {
 		var de *graph.DecodeError
 		if errors.As(err, &de) && de.Line > 0 {
-			return nil, "", invalid("%s:%d:%d: %s", path, de.Line, de.Column, de.Message)
+			return m, invalid("%s:%d:%d: %s", path, de.Line, de.Column, de.Message)
 		}
-		return nil, "", invalid("%s: %v", path, err)
+		return m, invalid("%s: %v", path, err)
 	}
 	at := func(ptr string) string {
 		if p, ok := pos.Lookup(ptr); ok && p.Line > 0 {
@@ -185,41 +201,79 @@ func parseManifest(path string, data []byte) ([]string, string, error) {
 	}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(raw, &top) != nil {
-		return nil, "", invalid("%s: must be a mapping with a summary and a tools list", at(""))
+		return m, invalid("%s: must be a mapping with a summary and a tools list", at(""))
 	}
 	for k := range top {
-		if k != "tools" && k != "summary" {
-			return nil, "", invalid("%s: unknown key %q; toolset.yaml holds only summary and tools", at("/"+k), k)
+		if k != "tools" && k != "summary" && k != "approvalTimeoutMs" {
+			return m, invalid("%s: unknown key %q; toolset.yaml holds only summary, tools and approvalTimeoutMs", at("/"+k), k)
 		}
 	}
-	summary, err := parseSummary(at, top["summary"])
-	if err != nil {
-		return nil, "", err
+	if m.summary, err = parseSummary(at, top["summary"]); err != nil {
+		return m, err
+	}
+	if v, ok := top["approvalTimeoutMs"]; ok {
+		l := graph.DefaultLimits
+		if json.Unmarshal(v, &m.approvalTimeoutMs) != nil || m.approvalTimeoutMs < l.MinApprovalTimeoutMs || m.approvalTimeoutMs > l.MaxApprovalTimeoutMs {
+			return m, invalid("%s: approvalTimeoutMs must be an integer from %d to %d (30 days)", at("/approvalTimeoutMs"),
+				l.MinApprovalTimeoutMs, l.MaxApprovalTimeoutMs)
+		}
 	}
 	list, ok := top["tools"]
 	if !ok {
-		return nil, "", invalid("%s: tools (the actionId@version list) is required", at(""))
+		return m, invalid("%s: tools (the actionId@version list) is required", at(""))
 	}
-	var entries []any
+	var entries []json.RawMessage
 	if json.Unmarshal(list, &entries) != nil || entries == nil {
-		return nil, "", invalid("%s: tools must be a list of actionId@version strings", at("/tools"))
+		return m, invalid("%s: tools must be a list of actionId@version strings", at("/tools"))
 	}
-	tools := make([]string, 0, len(entries))
+	m.tools = make([]string, 0, len(entries))
 	for i, e := range entries {
 		where := at("/tools/" + strconv.Itoa(i))
-		s, ok := e.(string)
-		if !ok {
-			return nil, "", invalid("%s: tools entry must be an actionId@version string", where)
+		s, policy, err := parseEntry(e)
+		if err != nil {
+			return m, invalid("%s: %v", where, err)
 		}
 		if _, err := graph.ParseActionRef(s); err != nil {
-			return nil, "", invalid("%s: %v", where, err)
+			return m, invalid("%s: %v", where, err)
 		}
-		if slices.Contains(tools, s) {
-			return nil, "", invalid("%s: %s is listed twice", where, s)
+		if slices.Contains(m.tools, s) {
+			return m, invalid("%s: %s is listed twice", where, s)
 		}
-		tools = append(tools, s)
+		m.tools = append(m.tools, s)
+		if policy != "" {
+			if m.approval == nil {
+				m.approval = map[string]string{}
+			}
+			m.approval[s] = policy
+		}
 	}
-	return tools, summary, nil
+	return m, nil
+}
+
+// parseEntry reads one tools entry: an actionId@version string, or a
+// mapping {tool: actionId@version, approval: required}.
+func parseEntry(raw json.RawMessage) (tool, policy string, err error) {
+	if json.Unmarshal(raw, &tool) == nil {
+		return tool, "", nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return "", "", errors.New("tools entry must be an actionId@version string or a mapping {tool, approval}")
+	}
+	for k := range fields {
+		if k != "tool" && k != "approval" {
+			return "", "", fmt.Errorf("unknown key %q in a tools entry; an entry holds only tool and approval", k)
+		}
+	}
+	if json.Unmarshal(fields["tool"], &tool) != nil || tool == "" {
+		return "", "", errors.New("a tools entry mapping needs tool: actionId@version")
+	}
+	if v, ok := fields["approval"]; ok {
+		if json.Unmarshal(v, &policy) != nil || policy != graph.ApprovalRequired {
+			return "", "", fmt.Errorf("approval must be %q", graph.ApprovalRequired)
+		}
+	}
+	return tool, policy, nil
 }
 
 // parseSummary reads toolset.yaml's summary: required, one line of at most

@@ -328,3 +328,37 @@ func mustJSON(t *testing.T, v any) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+func TestLoadApprovalPolicies(t *testing.T) {
+	root := t.TempDir()
+	dir := folder(t, root, "ops", sum+"approvalTimeoutMs: 60000\ntools:\n  - core.echo@1\n  - tool: workspace.notes.write@1\n    approval: required\n  - tool: core.sleep@1\n",
+		"Ask before writing.")
+	ts, err := Load(dir)
+	require.NoError(t, err)
+	require.Equal(t, []string{"core.echo@1", "workspace.notes.write@1", "core.sleep@1"}, ts.Tools)
+	require.Equal(t, map[string]string{"workspace.notes.write@1": graph.ApprovalRequired}, ts.Approval)
+	require.Equal(t, 60000, ts.ApprovalTimeoutMs)
+
+	plain, err := Load(folder(t, root, "plain", sum+"tools: [core.echo@1]\n", "s"))
+	require.NoError(t, err)
+	require.Nil(t, plain.Approval, "no policy, no map: the captured document is unchanged")
+	require.Zero(t, plain.ApprovalTimeoutMs)
+
+	for name, manifest := range map[string]string{
+		"policy":          "tools:\n  - tool: core.echo@1\n    approval: maybe\n",
+		"unknown key":     "tools:\n  - tool: core.echo@1\n    approve: required\n",
+		"no tool":         "tools:\n  - approval: required\n",
+		"bad ref":         "tools:\n  - tool: core.echo\n    approval: required\n",
+		"twice":           "tools:\n  - core.echo@1\n  - tool: core.echo@1\n    approval: required\n",
+		"timeout short":   "approvalTimeoutMs: 10\ntools: []\n",
+		"timeout 31 days": "approvalTimeoutMs: 2678400000\ntools: []\n",
+		"timeout text":    "approvalTimeoutMs: soon\ntools: []\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Load(folder(t, root, strings.ReplaceAll(name, " ", "-"), sum+manifest, "s"))
+			var te *Error
+			require.ErrorAs(t, err, &te)
+			require.Equal(t, graph.CodeInvalidToolsPath, te.Code, te.Message)
+		})
+	}
+}

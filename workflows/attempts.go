@@ -28,9 +28,11 @@ func (i *interpreter) beginAttempt(n *node, attempt int) {
 
 // isLocal: gates, validators and merges are cheap and deterministic in
 // their inputs, so they run as local activities (one marker, no task
-// round trip); agents and actions are real work with heartbeats.
+// round trip); agents and actions are real work with heartbeats. An
+// approval node makes an attempt only in a simulation, where a local
+// activity reads its fixture.
 func isLocal(k graph.Kind) bool {
-	return k == graph.KindGate || k == graph.KindValidator || k == graph.KindMerge
+	return k == graph.KindGate || k == graph.KindValidator || k == graph.KindMerge || k == graph.KindApproval
 }
 
 // startAttempt starts one attempt as an activity on its own cancellable
@@ -65,6 +67,10 @@ func (i *interpreter) startAttempt(n *node) {
 	}
 	if i.simulation {
 		in.VirtualNow = i.virtualNow()
+	}
+	if st := n.state.Approval; i.version >= 3 && st.Decided() && st.Call != nil {
+		decided := *st
+		in.Approval = &decided // the harness applies it to that call, if still pending
 	}
 	if i.events.carry && !isLocal(n.plan.Kind) {
 		in.Events = i.events.batch() // events.go

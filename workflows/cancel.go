@@ -39,6 +39,8 @@ func (i *interpreter) finish() (execution.Value, error) {
 		case execution.NodePending:
 			n.state.Status, n.state.Reason = execution.NodeSkipped, reason
 			i.record(execution.EventNodeSkipped, n, execution.EventData{Reason: reason})
+		case execution.NodeAwaitingApproval:
+			i.cancelApproval(n) // approvals.go
 		case execution.NodeWaiting:
 			if n.timerCancel != nil {
 				n.timerCancel()

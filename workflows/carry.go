@@ -23,7 +23,8 @@ func (i *interpreter) continueAsNewDue() string {
 // with node states, resolved ports (values or claim-check references), the
 // event ordinal and the virtual clock. No attempt is in flight here; a node
 // waiting between attempts keeps its RetryAt and the next execution re-arms
-// its timer.
+// its timer, and a node waiting for an approval decision keeps its request
+// and deadline and waits on in the next execution.
 func (i *interpreter) continueAsNew() error {
 	i.record(execution.EventRunContinued, nil, execution.EventData{Reason: i.continueReason})
 	if err := i.flush(); err != nil {
@@ -40,6 +41,7 @@ func (i *interpreter) continueAsNew() error {
 		EventOrdinal: i.events.ordinal,
 		VirtualMs:    i.virtualMs,
 	}
+	i.awaitHandlers() // approvals.go
 	return workflow.NewContinueAsNewError(i.root, execution.WorkflowName, next)
 }
 
@@ -74,6 +76,13 @@ func (i *interpreter) restore(c *execution.Carry) {
 			if !n.due {
 				n.backoff = max(s.RetryAt.Sub(i.now()), 0) // what is left of it
 			}
+		case execution.NodeAwaitingApproval:
+			// Waiting for a decision: the same request waits on, for what
+			// is left of its timeout (schedule re-arms the timer).
+			if a := s.Approval; a != nil && a.DeadlineAt != nil {
+				n.backoff = max(a.DeadlineAt.Sub(i.now()), 0)
+			}
+			n.decided, n.decide = workflow.NewFuture(i.work)
 		}
 	}
 	if c.Ports != nil {

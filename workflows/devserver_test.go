@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
 )
 
@@ -40,10 +42,15 @@ type devScenario struct {
 	force   int // ForceContinueAsNewAfterEvents
 	durable *execution.Durability
 	cancel  []string // cancel the run once these nodes' attempts have begun
-	status  string
-	want    []string // event descriptions in order (nil: checked by check)
-	check   func(t *testing.T, events []string)
-	fakes   func(t *testing.T, f *fakes) // what the activities saw, if it matters
+	// cancelWaiting cancels the run once this node waits for a decision.
+	cancelWaiting string
+	// decide sends these approve updates, each once its node waits (and
+	// its after event, when set, is in the log).
+	decide []devDecision
+	status string
+	want   []string // event descriptions in order (nil: checked by check)
+	check  func(t *testing.T, events []string)
+	fakes  func(t *testing.T, f *fakes) // what the activities saw, if it matters
 }
 
 var devScenarios = []devScenario{
@@ -247,6 +254,107 @@ out output in=a.out
 	},
 }
 
+// devDecision is an approve update a scenario sends: as weft's API does
+// (a decision stored first) or as an operator would (none stored).
+type devDecision struct {
+	node, decision, after string
+	operator              bool
+}
+
+// approvalScenarios are the human approval cases (interpreter version 3).
+var approvalScenarios = []devScenario{
+	{
+		name: "approval-approved", desc: approvalGraph, status: execution.StatusSucceeded,
+		decide: []devDecision{{node: "ok", decision: execution.DecisionApprove}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>ok.in", "node.started ok",
+			"node.approval.requested ok", "node.approval.decided ok", "node.completed ok", "edge.taken ok.approved>yes.in",
+			"edge.dead ok.rejected>no.in", "edge.dead ok.timedOut>late.in", "node.started yes", "node.completed yes",
+			"node.skipped no DEAD_INPUT", "node.skipped late DEAD_INPUT", "run.succeeded",
+		},
+		fakes: func(t *testing.T, f *fakes) { checkDecider(t, f, "ok", execution.ActorUser) },
+	},
+	{
+		name: "approval-rejected-by-operator", desc: approvalGraph, status: execution.StatusSucceeded,
+		decide: []devDecision{{node: "ok", decision: execution.DecisionReject, operator: true}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>ok.in", "node.started ok",
+			"node.approval.requested ok", "node.approval.decided ok", "node.completed ok", "edge.dead ok.approved>yes.in",
+			"edge.taken ok.rejected>no.in", "edge.dead ok.timedOut>late.in", "node.skipped yes DEAD_INPUT",
+			"node.started no", "node.completed no", "node.skipped late DEAD_INPUT", "run.succeeded",
+		},
+		fakes: func(t *testing.T, f *fakes) { checkDecider(t, f, "ok", execution.ActorOperator) },
+	},
+	{
+		name: "approval-timed-out", status: execution.StatusSucceeded,
+		desc: strings.Replace(approvalGraph, "timeout=60000", "timeout=1000", 1),
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>ok.in", "node.started ok",
+			"node.approval.requested ok", "node.approval.timed_out ok", "node.completed ok", "edge.dead ok.approved>yes.in",
+			"edge.dead ok.rejected>no.in", "edge.taken ok.timedOut>late.in", "node.skipped yes DEAD_INPUT",
+			"node.skipped no DEAD_INPUT", "node.started late", "node.completed late", "run.succeeded",
+		},
+	},
+	{
+		name: "approval-cancelled", desc: approvalGraph, status: execution.StatusCancelled, cancelWaiting: "ok",
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>ok.in", "node.started ok",
+			"node.approval.requested ok", "run.cancel.requested", "node.cancel.acknowledged ok", "node.skipped yes CANCELLED",
+			"node.skipped no CANCELLED", "node.skipped late CANCELLED", "run.cancelled",
+		},
+	},
+	{
+		name: "approval-continue-as-new", desc: approvalGraph, force: 6, status: execution.StatusSucceeded,
+		decide: []devDecision{{node: "ok", decision: execution.DecisionApprove, after: execution.EventRunContinued}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>ok.in", "node.started ok",
+			"node.approval.requested ok", "run.continued", "node.approval.decided ok", "node.completed ok",
+			"edge.taken ok.approved>yes.in", "edge.dead ok.rejected>no.in", "edge.dead ok.timedOut>late.in",
+			"node.started yes", "node.completed yes", "node.skipped no DEAD_INPUT", "node.skipped late DEAD_INPUT", "run.succeeded",
+		},
+	},
+	{
+		name: "tool-approval", desc: toolGraph, status: execution.StatusSucceeded,
+		steps:  map[string][]step{"ag": {{ask: 1}}},
+		decide: []devDecision{{node: "ag", decision: execution.DecisionApprove}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>ag.in", "node.started ag",
+			"node.approval.requested ag", "node.approval.decided ag", "node.completed ag", "edge.taken ag.out>out.in",
+			"node.started out", "node.completed out", "run.succeeded",
+		},
+		fakes: func(t *testing.T, f *fakes) {
+			in := f.nodeInputs("ag")
+			require.Len(t, in, 2, "the attempt, then its resumption")
+			require.Equal(t, []int{1, 1}, []int{in[0].Attempt, in[1].Attempt})
+			require.Len(t, f.toolDecisions, 1)
+			require.Equal(t, execution.ApprovalApproved, f.toolDecisions[0].Status)
+		},
+	},
+	{
+		name: "approval-simulation", desc: approvalGraph, mode: execution.ModeSimulation, status: execution.StatusSucceeded,
+		steps: map[string][]step{"ok": {{port: graph.PortTimedOut, durationMs: 60000}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>ok.in", "node.started ok",
+			"node.approval.requested ok", "node.approval.timed_out ok", "node.completed ok", "edge.dead ok.approved>yes.in",
+			"edge.dead ok.rejected>no.in", "edge.taken ok.timedOut>late.in", "node.skipped yes DEAD_INPUT",
+			"node.skipped no DEAD_INPUT", "node.started late", "node.completed late", "run.succeeded",
+		},
+	},
+}
+
+// checkDecider: node's one decision was recorded with an actor of kind.
+func checkDecider(t *testing.T, f *fakes, node, kind string) {
+	t.Helper()
+	d := eventData(t, findEvent(t, f.events(), execution.EventNodeApprovalDecided, node, 1))
+	require.Equal(t, kind, d.Actor.Kind)
+	if kind == execution.ActorOperator {
+		require.Equal(t, "ops@devserver", d.Actor.Identity)
+		require.NotEmpty(t, d.UpdateID)
+	} else {
+		require.Equal(t, "alice", d.Actor.Sub)
+	}
+}
+
 // TestDevServer runs representative graphs on the real dev server with an
 // in-process worker and fake activities, checks their events, replays each
 // fresh history, and with -record writes the histories to testdata/.
@@ -259,7 +367,7 @@ func TestDevServer(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
-	for _, sc := range devScenarios {
+	for _, sc := range append(append([]devScenario{}, devScenarios...), approvalScenarios...) {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			histories := runOnDevServer(t, c, sc)
@@ -282,6 +390,7 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 	queue := "weft-test-" + unique
 
 	f := newFakes(t, parsePlan(t, sc.desc), sc.steps)
+	f.identity = "ops@devserver"
 	w := worker.New(c, queue, worker.Options{
 		// Deliver cancellations to heartbeating fakes promptly.
 		MaxHeartbeatThrottleInterval:     200 * time.Millisecond,
@@ -315,6 +424,30 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 			return true
 		}, 10*time.Second, 20*time.Millisecond)
 		require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), ""))
+	}
+	if sc.cancelWaiting != "" {
+		waitForEvent(t, f, execution.EventNodeApprovalRequested, sc.cancelWaiting)
+		require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), ""))
+	}
+	for k, d := range sc.decide {
+		waitForEvent(t, f, execution.EventNodeApprovalRequested, d.node)
+		if d.after != "" {
+			waitForEvent(t, f, d.after, "")
+		}
+		u := execution.ApprovalUpdate{NodeID: d.node, Decision: d.decision, Actor: &alice}
+		id := fmt.Sprintf("decision-%d", k)
+		if !d.operator {
+			f.storeDecision(id, execution.StoredDecision{NodeID: d.node, Request: 1, Decision: d.decision, Actor: alice})
+			u.Request, u.DecisionID = 1, id
+		}
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateID: id,
+			UpdateName: execution.UpdateApprove, Args: []any{u}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		require.NoError(t, err)
+		var res execution.ApprovalResult
+		require.NoError(t, h.Get(ctx, &res))
+		require.Equal(t, d.node, res.NodeID)
+		// The decision is in the log when the update returns.
+		findEvent(t, f.events(), execution.EventNodeApprovalDecided, d.node, 1)
 	}
 
 	var out execution.Value
@@ -359,6 +492,19 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 		require.Len(t, histories, 2)
 	}
 	return histories
+}
+
+// waitForEvent waits until the fakes hold an event of typ (of node, when set).
+func waitForEvent(t *testing.T, f *fakes, typ, node string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, e := range f.events() {
+			if e.Type == typ && (node == "" || e.NodeID == node) {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "no %s %s", typ, node)
 }
 
 func fetchHistory(ctx context.Context, t *testing.T, c client.Client, workflowID, runID string) *historypb.History {

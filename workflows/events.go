@@ -44,6 +44,12 @@ type eventLog struct {
 	// rideAlong: interpreter version 2's buffering (see above); carry: this
 	// iteration's activities carry the buffer.
 	rideAlong, carry bool
+	// durable is the ordinal through which events are known to be in the
+	// log (flushed, or confirmed by a carrier); flushNow makes the next
+	// iteration flush rather than carry (a recorded approval decision,
+	// whose update returns once it is durable).
+	durable  int
+	flushNow bool
 }
 
 // carryBudget bounds the buffered bytes an attempt carries; above it the
@@ -81,6 +87,7 @@ func (l *eventLog) confirm(through int) {
 	if l.update != nil && through > l.updateAfter {
 		l.update = nil
 	}
+	l.durable = max(l.durable, through)
 }
 
 // eventKey is deterministic, so a re-executed AppendEvents never appends twice.
@@ -140,6 +147,7 @@ func (i *interpreter) flush() error {
 		return fmt.Errorf("append events: %w", err)
 	}
 	l.pending, l.update = nil, nil
+	l.durable = l.ordinal
 	return nil
 }
 
@@ -159,6 +167,10 @@ func (i *interpreter) flushOrCarry() error {
 	if len(l.pending) == 0 && l.update == nil {
 		return nil
 	}
+	if l.flushNow {
+		l.flushNow = false
+		return i.flush()
+	}
 	regular, local, timers := 0, 0, false
 	for _, n := range i.nodes {
 		switch {
@@ -168,6 +180,10 @@ func (i *interpreter) flushOrCarry() error {
 			regular++
 		case n.timer == nil && !n.due &&
 			(n.state.Status == execution.NodeWaiting || awaitingRedispatch(n)):
+			timers = true
+		case n.timer == nil && awaitingApproval(n):
+			// A wait for a decision begins: node.approval.requested is in
+			// the log before anyone can decide (approvals.go).
 			timers = true
 		}
 	}

@@ -98,6 +98,8 @@ func outputPorts(k graph.Kind) []string {
 		return nil
 	case graph.KindGate, graph.KindValidator, graph.KindAgentDecision:
 		return []string{"fail", "pass"}
+	case graph.KindApproval:
+		return []string{graph.PortApproved, graph.PortRejected, graph.PortTimedOut}
 	default:
 		return []string{"out"}
 	}
@@ -121,6 +123,11 @@ type step struct {
 	// rest of the step.
 	lose      string
 	loseTimes int
+	// ask makes an agent attempt stop before tool call ask (an ordinal)
+	// for approval, unless NodeInput.Approval decides that call: then
+	// the attempt records the decision (fakes.toolDecisions) and plays the
+	// rest of the step.
+	ask int
 }
 
 // fakes are the activities, registered by name, driven by a step table.
@@ -137,6 +144,14 @@ type fakes struct {
 	inputs   []execution.NodeInput
 	stored   []execution.StoreValuesInput
 	problems []string
+
+	// decisions are what LoadDecision finds, by decision id; identity is
+	// what UpdateIdentity answers (identities: what it was asked);
+	// toolDecisions what resumed agent attempts were given.
+	decisions     map[string]execution.StoredDecision
+	identity      string
+	identities    []execution.UpdateIdentityInput
+	toolDecisions []execution.ApprovalState
 }
 
 type activityRegistry interface {
@@ -162,11 +177,38 @@ func (f *fakes) register(r activityRegistry) {
 	r.RegisterActivityWithOptions(f.appendEvents, activity.RegisterOptions{Name: execution.ActivityAppendEvents})
 	r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: execution.ActivityRunNode})
 	r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
-	for _, k := range []graph.Kind{graph.KindGate, graph.KindValidator, graph.KindMerge, graph.KindAction, graph.KindAgent, graph.KindAgentDecision} {
+	for _, k := range []graph.Kind{graph.KindGate, graph.KindValidator, graph.KindMerge, graph.KindAction, graph.KindAgent,
+		graph.KindAgentDecision, graph.KindApproval} {
 		name, _ := execution.NodeActivity(k)
 		r.RegisterActivityWithOptions(f.runNode, activity.RegisterOptions{Name: name})
 	}
 	r.RegisterActivityWithOptions(f.storeValues, activity.RegisterOptions{Name: execution.ActivityStoreValues})
+	r.RegisterActivityWithOptions(f.loadDecision, activity.RegisterOptions{Name: execution.ActivityLoadDecision})
+	r.RegisterActivityWithOptions(f.updateIdentity, activity.RegisterOptions{Name: execution.ActivityUpdateIdentity})
+}
+
+// storeDecision is what weft's API does before it sends the update.
+func (f *fakes) storeDecision(id string, d execution.StoredDecision) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.decisions == nil {
+		f.decisions = map[string]execution.StoredDecision{}
+	}
+	d.Found = true
+	f.decisions[id] = d
+}
+
+func (f *fakes) loadDecision(_ context.Context, in execution.LoadDecisionInput) (execution.StoredDecision, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.decisions[in.DecisionID], nil
+}
+
+func (f *fakes) updateIdentity(_ context.Context, in execution.UpdateIdentityInput) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.identities = append(f.identities, in)
+	return f.identity, nil
 }
 
 // storeValues records what the interpreter claim-checks and returns a
@@ -277,12 +319,21 @@ func (f *fakes) play(ctx context.Context, in execution.NodeInput) (execution.Nod
 	// version 2 its events may follow with the next append: it has no
 	// effect outside the workflow before then. A re-dispatch may follow a
 	// continue-as-new.
-	local := in.Kind == graph.KindGate || in.Kind == graph.KindValidator || in.Kind == graph.KindMerge
+	local := in.Kind == graph.KindGate || in.Kind == graph.KindValidator || in.Kind == graph.KindMerge || in.Kind == graph.KindApproval
 	if !announced && in.Redispatch == 0 && !local {
 		f.problem("%s attempt %d began before its node.started was appended", in.NodeID, in.Attempt)
 	}
 
 	s := f.stepFor(in.NodeID, in.Attempt)
+	if s.ask > 0 {
+		if d := in.Approval; d == nil || d.Call == nil || d.Call.Ordinal != s.ask {
+			return execution.NodeResult{Approval: &execution.ApprovalRequest{TimeoutMs: 5000,
+				Call: execution.ApprovalCall{Ordinal: s.ask, Turn: 1, Tool: "workspace.notes.write@1", Input: json.RawMessage(`{"title":"t"}`), InputBytes: 13}}}, nil
+		}
+		f.mu.Lock()
+		f.toolDecisions = append(f.toolDecisions, *in.Approval)
+		f.mu.Unlock()
+	}
 	if s.lose != "" && in.Redispatch < max(s.loseTimes, 1) {
 		if s.lose == execution.InfraLeaseLost {
 			// Like a killed worker: no heartbeat, no answer that counts.
@@ -364,6 +415,8 @@ func defaultResult(in execution.NodeInput) execution.NodeResult {
 		return execution.NodeResult{Port: "out", Value: execution.Value{Inline: raw}}
 	case graph.KindGate, graph.KindValidator, graph.KindAgentDecision:
 		return execution.NodeResult{Port: "pass", Value: in.Inputs["in"]}
+	case graph.KindApproval: // a simulated approval without a fixture
+		return execution.NodeResult{Port: graph.PortApproved}
 	default:
 		return execution.NodeResult{Port: "out", Value: in.Inputs["in"]}
 	}

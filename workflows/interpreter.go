@@ -34,7 +34,13 @@ import (
 //	   era have change ids of their own (below), recorded beside it;
 //	2: the buffered events ride along with the next activity instead of a
 //	   flush per workflow task (events.go); every earlier change id is
-//	   implied and no longer recorded.
+//	   implied and no longer recorded;
+//	3: human approval (approvals.go): approval nodes wait for a decision
+//	   (the UpdateApprove update) or their timeout, agent attempts that stop
+//	   before a tool call needing approval (NodeResult.Approval) wait the
+//	   same way and resume with the decision (NodeInput.Approval), a
+//	   recorded decision is flushed at once, and the execution lets update
+//	   handlers finish before it ends or continues as new.
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -46,7 +52,7 @@ import (
 const changeInterpreterV1 = "weft-interpreter-v1"
 
 // interpreterVersion is the version new executions record.
-const interpreterVersion = 2
+const interpreterVersion = 3
 
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
@@ -132,6 +138,9 @@ type interpreter struct {
 	// continueReason is set once continue-as-new is due (SUGGESTED or
 	// FORCED): start nothing, let in-flight attempts finish, then continue.
 	continueReason string
+
+	// ready: setup loaded the plan and restored any carried state.
+	ready bool
 }
 
 // node is the runtime state of one plan node.
@@ -144,10 +153,20 @@ type node struct {
 	cancel          workflow.CancelFunc // cancels the running attempt only
 	cancelRequested bool                // cancelled by the interpreter; a result is a late one
 
-	backoff     time.Duration   // the wait before the next attempt (live mode)
+	backoff     time.Duration   // the wait before the next attempt (live mode), or an approval's time left
 	timer       workflow.Future // that wait, once armed
 	timerCancel workflow.CancelFunc
 	due         bool // waiting and the next attempt may start
+
+	// An approval wait (approvals.go): decided is settled by the
+	// UpdateApprove handler once decision holds a verified decision;
+	// deciding says an accepted update is being verified; timedOut that
+	// the wait's timer fired while it was.
+	decided  workflow.Future
+	decide   workflow.Settable
+	decision *pendingDecision
+	deciding bool
+	timedOut bool
 }
 
 func newInterpreter(ctx workflow.Context, p execution.RunParams) *interpreter {
@@ -169,6 +188,12 @@ func (i *interpreter) setup() error {
 	i.activityPerKind = i.changed(changeActivityPerKind)
 	i.infra = i.changed(changeInfraRedispatch)
 	i.events.rideAlong = i.version >= 2
+	// Before anything blocks: the SDK refuses an update that finds no
+	// handler once the workflow blocks (here on LoadPlan), and one may
+	// arrive with the first task of an execution that carries a wait.
+	if err := i.registerApprovals(); err != nil { // approvals.go
+		return err
+	}
 	i.durability = execution.DefaultDurability
 	if i.p.Durability != nil {
 		i.durability = i.p.Durability.WithDefaults()
@@ -204,6 +229,7 @@ func (i *interpreter) setup() error {
 		})
 	}
 
+	i.ready = true
 	return workflow.SetQueryHandler(i.root, execution.QueryState, func() ([]execution.NodeState, error) {
 		return i.states(), nil
 	})
@@ -260,12 +286,14 @@ func (i *interpreter) run() (execution.Value, error) {
 		}
 		i.route()
 		if i.outcome != outcomeNone {
-			return i.finish()
+			v, err := i.finish()
+			i.awaitHandlers()
+			return v, err
 		}
 		if i.continueReason == "" {
 			i.continueReason = i.continueAsNewDue()
 		}
-		if i.continueReason != "" && !i.activityInFlight() {
+		if i.continueReason != "" && !i.activityInFlight() && !i.decisionInFlight() {
 			return execution.Value{}, i.continueAsNew()
 		}
 		if err := i.flushOrCarry(); err != nil { // events.go
@@ -289,6 +317,9 @@ func (i *interpreter) schedule() {
 		if awaitingRedispatch(n) && !n.due && n.timer == nil {
 			i.armRedispatchTimer(n)
 		}
+		if awaitingApproval(n) && n.timer == nil && !n.timedOut {
+			i.armApprovalWait(n) // approvals.go
+		}
 	}
 }
 
@@ -303,6 +334,10 @@ func (i *interpreter) wait() {
 		}
 		if n.timer != nil {
 			sel.AddFuture(n.timer, func(workflow.Future) {})
+			pending++
+		}
+		if n.decided != nil {
+			sel.AddFuture(n.decided, func(workflow.Future) {})
 			pending++
 		}
 	}
@@ -342,9 +377,16 @@ func (i *interpreter) collect() {
 			err := n.timer.Get(i.work, nil)
 			n.timerCancel()
 			n.timer, n.timerCancel = nil, nil
-			if err == nil {
+			switch {
+			case err != nil:
+			case awaitingApproval(n):
+				n.timedOut = true
+			default:
 				n.due = true
 			}
+		}
+		if awaitingApproval(n) {
+			i.settleApproval(n) // approvals.go
 		}
 	}
 }

@@ -50,6 +50,10 @@ func (i *interpreter) route() {
 			i.redispatch(n) // durability.go
 			continue
 		}
+		if n.plan.Kind == graph.KindApproval && i.version >= 3 {
+			i.requestApproval(n) // approvals.go
+			continue
+		}
 		i.beginAttempt(n, n.state.Attempt+1)
 	}
 }
@@ -166,6 +170,16 @@ func (i *interpreter) settle(n *node) {
 func (i *interpreter) completed(n *node, res execution.NodeResult) {
 	if i.simulation {
 		i.virtualMs += max(res.DurationMs, 0)
+	}
+	if i.version >= 3 {
+		switch {
+		case n.plan.Kind == graph.KindApproval:
+			i.simulatedApproval(n, res) // approvals.go
+			return
+		case res.Approval != nil && !i.simulation && (n.plan.Kind == graph.KindAgent || n.plan.Kind == graph.KindAgentDecision):
+			i.toolApprovalRequested(n, res.Approval)
+			return
+		}
 	}
 	if !hasOutput(n.plan, res.Port) {
 		i.attemptFailed(n, errUnknownPort(n, res.Port))

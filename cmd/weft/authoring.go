@@ -189,12 +189,22 @@ creates nothing and reports that revision.`,
 				return err
 			}
 			ctx := cmd.Context()
-			if draft == 0 {
-				w, err := c.GetWorkflow(ctx, key)
-				if err != nil {
-					return fmt.Errorf("publish %s: %w", key, err)
-				}
+			w, err := c.GetWorkflow(ctx, key)
+			if err != nil {
+				return fmt.Errorf("publish %s: %w", key, err)
+			}
+			switch {
+			case draft == 0:
 				draft = w.DraftRevision
+			case draft > w.DraftRevision:
+				return fmt.Errorf("publish %s --draft %d: %s has no draft %d; its latest draft is %d", key, draft, key, draft, w.DraftRevision)
+			case draft < w.DraftRevision:
+				// The API publishes the latest draft, checked against the
+				// revision the caller expects, so a draft saved since is
+				// never published by accident.
+				return fmt.Errorf("publish %s --draft %d: only the latest draft (%d) can be published; "+
+					"run `weft publish %s` to publish draft %d, or save draft %d's document again (weft push) to make it the latest",
+					key, draft, w.DraftRevision, key, w.DraftRevision, draft)
 			}
 			p, err := c.Publish(ctx, key, draft)
 			if err != nil {

@@ -12,12 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftworks/weft/client"
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/toolsets"
 )
 
 // The client verbs (validate, push, publish, run, runs, events, cancel,
-// revocations) talk to a running weft API through package client. They are
+// revocations, approve, reject, approvals) talk to a running weft API through package client. They are
 // configured by the environment: WEFT_URL (default http://localhost:8080,
 // what `weft dev` serves) and WEFT_TOKEN (a bearer token, e.g. the one
 // `weft dev` prints or `weft token` mints). `weft validate` works offline.
@@ -38,6 +39,9 @@ func clientCommands() []*cobra.Command {
 		newVerifyCmd(),
 		newRevocationsCmd(),
 		newLimitsCmd(),
+		newDecideCmd("approve", execution.DecisionApprove),
+		newDecideCmd("reject", execution.DecisionReject),
+		newApprovalsCmd(),
 	}
 }
 

@@ -206,6 +206,25 @@ func TestClientVerbs(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "already holds this content") {
 		t.Errorf("publish echo again:\n%s", r)
 	}
+	// --draft names the latest draft or says what it can do instead.
+	r = weftCLI(t, env, "publish", "echo", "--draft", "1")
+	if r.code != 1 || !strings.Contains(r.stderr, "only the latest draft (2) can be published") {
+		t.Errorf("publish an older draft:\n%s", r)
+	}
+	r = weftCLI(t, env, "publish", "echo", "--draft", "9")
+	if r.code != 1 || !strings.Contains(r.stderr, "echo has no draft 9; its latest draft is 2") {
+		t.Errorf("publish a draft that does not exist:\n%s", r)
+	}
+	// An empty list says so.
+	r = weftCLI(t, env, "runs", "--key", "nothing-here")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "no runs match" {
+		t.Errorf("runs of no workflow:\n%s", r)
+	}
+	// An API that does not answer is named, with the variable that sets it.
+	r = weftCLI(t, []string{"WEFT_URL=http://127.0.0.1:1", "WEFT_TOKEN=" + d.token}, "runs")
+	if r.code != 1 || !strings.Contains(r.stderr, "cannot reach the weft API at http://127.0.0.1:1") || !strings.Contains(r.stderr, "WEFT_URL") {
+		t.Errorf("unreachable API:\n%s", r)
+	}
 
 	// A draft may hold issues; publishing it fails with every issue.
 	if r = weftCLI(t, env, "push", bad, "--key", "bad"); r.code != 0 {
@@ -241,8 +260,9 @@ func TestClientVerbs(t *testing.T) {
 		t.Errorf("idempotent run:\n%s\n%s", r1, r2)
 	}
 	r = weftCLI(t, env, "run", "echo", "--input", `{"n":2}`, "--idempotency-key", "k-1")
-	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") {
-		t.Errorf("same key, other input:\n%s", r)
+	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, `details: {`) ||
+		!strings.Contains(r.stderr, `"runId": "`) {
+		t.Errorf("same key, other input (the refusal's details printed):\n%s", r)
 	}
 	if r = weftCLI(t, env, "run", "echo", "--input", `{nope`); r.code != 1 || !strings.Contains(r.stderr, "--input is not valid JSON") {
 		t.Errorf("bad input:\n%s", r)
@@ -355,7 +375,63 @@ func TestClientVerbs(t *testing.T) {
 	if r = weftCLI(t, env, "runs", "--status", "cancelled"); !strings.Contains(r.stdout, sleepRun) {
 		t.Errorf("runs --status cancelled:\n%s", r)
 	}
+
+	// approve, reject, approvals: a run waiting for a decision.
+	gated := writeFile(t, dir, "gated.yaml", gatedYAML)
+	if r = weftCLI(t, env, "push", gated, "--key", "gated"); r.code != 0 {
+		t.Fatalf("push gated:\n%s", r)
+	}
+	weftCLI(t, env, "publish", "gated")
+	var gatedRuns []string
+	for range 2 {
+		r = weftCLI(t, env, "run", "gated", "--input", `{"n":1}`)
+		if r.code != 0 {
+			t.Fatalf("run gated:\n%s", r)
+		}
+		gatedRuns = append(gatedRuns, runIDOf(t, r))
+	}
+	waitFor(t, "both runs to wait for a decision", 30*time.Second, func() bool {
+		r := weftCLI(t, env, "approvals", "--status", "pending")
+		return strings.Contains(r.stdout, gatedRuns[0]) && strings.Contains(r.stdout, gatedRuns[1])
+	})
+	if r = weftCLI(t, env, "approvals", "--status", "pending"); !strings.Contains(r.stdout, "approval node") {
+		t.Errorf("approvals --status pending:\n%s", r)
+	}
+	r = weftCLI(t, env, "approve", gatedRuns[0], "ok", "--comment", "looks right")
+	if r.code != 0 || !strings.Contains(r.stdout, "run "+gatedRuns[0]+" node ok: request 1 approved") {
+		t.Fatalf("approve:\n%s", r)
+	}
+	if r = weftCLI(t, env, "reject", gatedRuns[0], "ok"); r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_ALREADY_DECIDED") {
+		t.Errorf("reject after approve:\n%s", r)
+	}
+	if r = weftCLI(t, env, "reject", gatedRuns[1], "ok"); r.code != 0 || !strings.Contains(r.stdout, "request 1 rejected") {
+		t.Errorf("reject:\n%s", r)
+	}
+	if r = weftCLI(t, env, "approve", gatedRuns[1], "in"); r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_NOT_WAITING") {
+		t.Errorf("approve a node that never waits:\n%s", r)
+	}
+	r = weftCLI(t, env, "approvals", "--run", gatedRuns[0])
+	if !strings.Contains(r.stdout, "approved") || !strings.Contains(r.stdout, "dev-user") {
+		t.Errorf("approvals --run:\n%s", r)
+	}
 }
+
+// gatedYAML waits up to an hour for a decision.
+const gatedYAML = `schemaVersion: 1
+nodes:
+  - {id: in, kind: input, outputs: {out: any}}
+  - id: ok
+    kind: approval
+    inputs: {in: any}
+    outputs: {approved: any, rejected: any, timedOut: any}
+    timeoutMs: 3600000
+  - {id: yes, kind: output, inputs: {in: any}}
+  - {id: no, kind: output, inputs: {in: any}}
+edges:
+  - {from: in.out, to: ok.in}
+  - {from: ok.approved, to: yes.in}
+  - {from: ok.rejected, to: no.in}
+`
 
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")

@@ -41,7 +41,7 @@ func newRevocationsListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printPages(cmd.OutOrStdout(), "SUB\tSCOPE\tCREATED", true, func(cursor string) ([]string, *string, error) {
+			return printPages(cmd.OutOrStdout(), "SUB\tSCOPE\tCREATED", "no revocations", true, func(cursor string) ([]string, *string, error) {
 				f.Cursor = cursor
 				page, err := c.ListRevocations(cmd.Context(), f)
 				if err != nil {

@@ -37,7 +37,7 @@ func TestRevocationVerbs(t *testing.T) {
 	}
 
 	r := weftCLI(t, ops, "revocations", "list")
-	if r.code != 0 || strings.TrimSpace(r.stdout) != "SUB  SCOPE  CREATED" {
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "no revocations" {
 		t.Fatalf("list of none:\n%s", r)
 	}
 

@@ -98,6 +98,11 @@ throttled, with its place in the queue, and starts when a slot frees.`,
 			}
 			ctx := cmd.Context()
 			acc, err := c.StartRun(ctx, key, req)
+			var apiErr *client.Error
+			if err != nil && !cmd.Flags().Changed("input") && errors.As(err, &apiErr) && apiErr.Code == "INVALID_INPUT" {
+				// Nothing was created: a refused input starts no run.
+				return fmt.Errorf("run %s needs --input: its input schema refuses the empty object that is sent without one: %w", key, err)
+			}
 			if err != nil {
 				return fmt.Errorf("run %s: %w", key, err)
 			}
@@ -143,7 +148,7 @@ throttled, with its place in the queue, and starts when a slot frees.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&input, "input", "{}", "the run's input, a JSON value")
+	f.StringVar(&input, "input", "{}", "the run's input, a JSON value (required unless the input schema accepts {})")
 	f.StringVar(&idem, "idempotency-key", "", "idempotency key (default: a random UUID)")
 	f.StringVar(&mode, "mode", string(execution.ModeLive), "live or simulation")
 	f.IntVar(&revision, "revision", 0, "published revision to run (default: the latest)")
@@ -408,7 +413,7 @@ func newRunsCmd() *cobra.Command {
 				return err
 			}
 			header := "RUN ID\tWORKFLOW\tREVISION\tMODE\tSTATUS\tORIGIN\tCREATED"
-			return printPages(cmd.OutOrStdout(), header, all, func(cursor string) ([]string, *string, error) {
+			return printPages(cmd.OutOrStdout(), header, "no runs match", all, func(cursor string) ([]string, *string, error) {
 				f.Cursor = cursor
 				page, err := c.ListRuns(cmd.Context(), f)
 				if err != nil {

@@ -404,3 +404,58 @@ func TestReadModeOnASmallScreen(t *testing.T) {
 	}
 	screenshot(t, ctx, "canvas-read-mode")
 }
+
+// gateGraph waits for a decision; rejected settles on "refused".
+const gateGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "ok", "kind": "approval", "inputs": {"in": "any"},
+     "outputs": {"approved": "any", "rejected": "any", "timedOut": "any"}, "timeoutMs": 3600000},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}},
+    {"id": "refused", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "ok.in"}, {"from": "ok.approved", "to": "out.in"}, {"from": "ok.rejected", "to": "refused.in"}]
+}`
+
+// TestDecideFromThePage: a run waiting for a decision draws its approval
+// node awaiting approval with Approve and Reject; the API refuses a token
+// without runs.approve (the page says so); Reject with a comment decides
+// it, and the page follows the run to its end through the stream.
+func TestDecideFromThePage(t *testing.T) {
+	w := env(t)
+	w.publish(t, "gatekeeper", gateGraph)
+	id := w.run(t, "gatekeeper", map[string]any{"order": 1})
+
+	denied := w.tab(t)
+	w.open(t, denied, "/ui/runs/"+id, w.mint(t, "runs.read", "workflows.read"))
+	waitFor(t, denied, "ok awaiting approval", nodeStatus("ok", "awaiting_approval")+` && !!document.querySelector('[data-testid=approve-ok]')`)
+	if err := chromedp.Do(denied, chromedp.Click(chromedp.CSS(`[data-testid=approve-ok]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, denied, "the denial", `(document.querySelector('[data-testid=approval-error-ok]')?.innerText ?? '').includes('runs.approve')`)
+	if got := w.runStatus(t, id); got != "running" {
+		t.Fatalf("a denied decision changed the run: %s", got)
+	}
+
+	ctx := w.tab(t)
+	w.open(t, ctx, "/ui/runs/"+id, w.devToken)
+	waitFor(t, ctx, "ok awaiting approval", nodeStatus("ok", "awaiting_approval")+` && !!document.querySelector('[data-testid=reject-ok]')`)
+	screenshot(t, ctx, "canvas-approval")
+	if err := chromedp.Do(ctx, chromedp.SendKeys(`[aria-label="comment on ok"]`, "not this order")); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=reject-ok]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the run settled on refused", `document.querySelector('[data-testid=run-page]')?.dataset.runStatus === 'succeeded' && `+
+		nodeStatus("ok", "succeeded")+` && `+nodeStatus("refused", "succeeded")+` && `+nodeStatus("out", "skipped"))
+	if eval[bool](t, ctx, `!!document.querySelector('[data-testid=approvals]')`) {
+		t.Error("a decided run still offers Approve and Reject")
+	}
+	res := w.do(t, http.MethodGet, "/v1/approvals?runId="+id, nil)
+	a := res.JSON(t)["approvals"].([]any)[0].(map[string]any)
+	if a["status"] != "rejected" || a["comment"] != "not this order" || a["actor"].(map[string]any)["sub"] != "dev-user" {
+		t.Errorf("the recorded decision: %v", a)
+	}
+}

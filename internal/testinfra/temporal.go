@@ -80,9 +80,16 @@ func BareTemporal(t testing.TB) *testsuite.DevServer {
 	return ownDevServer(t, false)
 }
 
-func ownDevServer(t testing.TB, searchAttributes bool) *testsuite.DevServer {
+// OwnTemporalWith is OwnTemporal with extra dev-server arguments (for
+// example a lower limit.historyCount.suggestContinueAsNew).
+func OwnTemporalWith(t testing.TB, extra ...string) *testsuite.DevServer {
 	t.Helper()
-	srv, err := startDevServer(searchAttributes)
+	return ownDevServer(t, true, extra...)
+}
+
+func ownDevServer(t testing.TB, searchAttributes bool, extra ...string) *testsuite.DevServer {
+	t.Helper()
+	srv, err := startDevServer(searchAttributes, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +99,7 @@ func ownDevServer(t testing.TB, searchAttributes bool) *testsuite.DevServer {
 
 // startDevServer starts bin/temporal with weft's tuning and, when asked, its
 // search attributes.
-func startDevServer(searchAttributes bool) (*testsuite.DevServer, error) {
+func startDevServer(searchAttributes bool, extra ...string) (*testsuite.DevServer, error) {
 	bin := TemporalBinary()
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("testinfra: %s is required (run `make bin/temporal`): %w", bin, err)
@@ -103,6 +110,7 @@ func startDevServer(searchAttributes bool) (*testsuite.DevServer, error) {
 	if searchAttributes {
 		args = append(args, devserver.SearchAttributeArgs()...)
 	}
+	args = append(args, extra...)
 	// The frontend port comes from FreePort, not the SDK's ":0" pick: see
 	// FreePort for why.
 	port, err := freePort()

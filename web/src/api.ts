@@ -27,6 +27,7 @@ export const ROUTES = {
   listRuns: { method: 'GET', path: '/v1/runs' },
   getRun: { method: 'GET', path: '/v1/runs/{id}' },
   cancelRun: { method: 'POST', path: '/v1/runs/{id}/cancel' },
+  decideApproval: { method: 'POST', path: '/v1/runs/{id}/approvals/{nodeId}' },
   streamRunEvents: { method: 'GET', path: '/v1/runs/{id}/events/stream' },
 } as const satisfies Record<string, Route>;
 
@@ -122,13 +123,13 @@ export class Client {
     return h;
   }
 
-  private async call<T>(route: Route, params: Record<string, string | number> = {}, q = ''): Promise<T> {
+  private async call<T>(route: Route, params: Record<string, string | number> = {}, q = '', body: unknown = {}): Promise<T> {
     let res: Response;
     try {
       res = await this.fetchImpl(this.base + buildPath(route.path, params) + q, {
         method: route.method,
         headers: this.headers(route.method === 'POST' ? { 'Content-Type': 'application/json' } : {}),
-        body: route.method === 'POST' ? '{}' : undefined,
+        body: route.method === 'POST' ? JSON.stringify(body) : undefined,
       });
     } catch (err) {
       throw new ApiError(0, 'NETWORK', `the API could not be reached: ${(err as Error).message}`);
@@ -163,6 +164,11 @@ export class Client {
 
   cancelRun(id: string): Promise<{ runId: string; status: string }> {
     return this.call(ROUTES.cancelRun, { id });
+  }
+
+  /** Approves or rejects what node nodeId of run id waits for, as the signed-in user. */
+  decideApproval(id: string, nodeId: string, decision: 'approve' | 'reject', comment?: string): Promise<{ status: string }> {
+    return this.call(ROUTES.decideApproval, { id, nodeId }, '', comment ? { decision, comment } : { decision });
   }
 
   /**

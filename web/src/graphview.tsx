@@ -19,6 +19,7 @@ export const KIND_LABEL: Record<string, string> = {
   gate: 'gate',
   validator: 'validator',
   merge: 'merge',
+  approval: 'approval',
 };
 
 /** What a node is pinned to or evaluates, in one line. */
@@ -28,7 +29,16 @@ export function nodeSubtitle(n: GraphNode): string {
   if (n.expression) return n.expression;
   if (typeof n.schema === 'string') return `schema ${n.schema}`;
   if (n.schema) return 'inline schema';
+  if (n.kind === 'approval' && n.timeoutMs) return `waits up to ${waitLabel(n.timeoutMs)}`;
   return '';
+}
+
+/** A wait in the largest whole unit: 30 s, 15 min, 4 h, 7 d. */
+export function waitLabel(ms: number): string {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['min', 60_000]] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size} ${unit}`;
+  }
+  return `${Math.round(ms / 1000)} s`;
 }
 
 interface WeftNodeData extends Record<string, unknown> {

@@ -62,6 +62,24 @@ export function NodePanel({ node, graph, permissions, actions, agents, view, eve
                 <dd>{formatTime(view.virtualAt)}</dd>
               </>
             )}
+            {view.approval && (
+              <>
+                <dt>approval</dt>
+                <dd data-testid="approval-state">
+                  request {view.approval.request} <code>{view.approval.status}</code>
+                  {view.approval.call && <> · tool call {view.approval.call.ordinal} {view.approval.call.tool}</>}
+                  {view.approval.actor && (
+                    <>
+                      {' '}
+                      by {view.approval.actor.kind === 'operator'
+                        ? `operator ${view.approval.actor.identity ?? ''}`
+                        : view.approval.actor.name || view.approval.actor.sub || view.approval.actor.kind}
+                    </>
+                  )}
+                  {view.approval.comment && <>: “{view.approval.comment}”</>}
+                </dd>
+              </>
+            )}
           </dl>
           {view.error && <div className="error-box">{view.error}</div>}
           {view.attempts.some((a) => a.error) && (

@@ -9,7 +9,7 @@ import { useCallback, useEffect, useMemo, useState } from 'react';
 import { ApiError } from './api';
 import { GraphList, GraphView } from './graphview';
 import { NodePanel } from './nodepanel';
-import { applyEvents, fromProjection, initialState, isTerminal, runStatusLabel, settle, virtualElapsedMs } from './runstate';
+import { applyEvents, awaitingApproval, fromProjection, initialState, isTerminal, runStatusLabel, settle, virtualElapsedMs, type NodeView } from './runstate';
 import type { Graph, RevisionDetail, Run, RunEvent } from './types';
 import {
   asApiError,
@@ -232,6 +232,7 @@ export function RunPage({ runId }: { runId: string }) {
       </div>
 
       {streamError && (streamError.status === 403 ? <Denied error={streamError} /> : <ErrorState error={streamError} what="the live events" />)}
+      {!terminal && awaitingApproval(state).length > 0 && <Approvals runId={run.runId} waiting={awaitingApproval(state)} />}
       {source.kind === 'none' && <div className="note">{source.why}</div>}
 
       {narrow || !graph ? (
@@ -364,6 +365,76 @@ function CancelButton({ runId, requested }: { runId: string; requested: boolean 
         </span>
       )}
     </span>
+  );
+}
+
+// Approvals lists what the run waits for a person to decide, each with
+// Approve and Reject (POST /v1/runs/{id}/approvals/{nodeId}; the API
+// decides who may). The decision shows up through the event stream.
+function Approvals({ runId, waiting }: { runId: string; waiting: NodeView[] }) {
+  return (
+    <section className="card approvals" data-testid="approvals">
+      <h2>Waiting for a decision</h2>
+      {waiting.map((n) => (
+        <ApprovalRow key={`${n.id}/${n.approval?.request}`} runId={runId} node={n} />
+      ))}
+    </section>
+  );
+}
+
+function ApprovalRow({ runId, node }: { runId: string; node: NodeView }) {
+  const { client, signOut } = useSession();
+  const [comment, setComment] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<ApiError | null>(null);
+  const a = node.approval!;
+  const decide = (decision: 'approve' | 'reject') => {
+    setBusy(true);
+    setError(null);
+    client.decideApproval(runId, node.id, decision, comment.trim() || undefined).then(
+      () => setBusy(false),
+      (e: unknown) => {
+        const err = asApiError(e);
+        if (err.status === 401) signOut(err.message);
+        setError(err);
+        setBusy(false);
+      },
+    );
+  };
+  return (
+    <div className="approval-row" data-testid={`approval-${node.id}`}>
+      <strong>{node.id}</strong>
+      <span className="muted">
+        {a.call ? (
+          <>
+            tool call {a.call.ordinal}: <code>{a.call.tool}</code>
+          </>
+        ) : (
+          'approval node'
+        )}
+        {a.deadlineAt && <> · times out {formatTime(a.deadlineAt)}</>}
+      </span>
+      <input
+        type="text"
+        placeholder="comment (optional)"
+        maxLength={1000}
+        value={comment}
+        onChange={(e) => setComment(e.target.value)}
+        aria-label={`comment on ${node.id}`}
+      />
+      <button type="button" className="btn" data-testid={`approve-${node.id}`} disabled={busy} onClick={() => decide('approve')}>
+        Approve
+      </button>
+      <button type="button" className="btn btn-danger" data-testid={`reject-${node.id}`} disabled={busy} onClick={() => decide('reject')}>
+        Reject
+      </button>
+      {a.call?.input !== undefined && <Json value={a.call.input} />}
+      {error && (
+        <span className="error-inline" role="alert" data-testid={`approval-error-${node.id}`}>
+          {error.status === 403 ? `Denied: needs ${error.missingScopes.join(', ') || 'runs.approve'}` : `${error.code}: ${error.message}`}
+        </span>
+      )}
+    </div>
   );
 }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   applyEvents,
+  awaitingApproval,
   edgeKey,
   fromProjection,
   initialState,
@@ -229,5 +230,44 @@ describe('throttled runs', () => {
     expect(runStatusLabel('throttled', 3)).toBe('throttled #3');
     expect(runStatusLabel('throttled')).toBe('throttled');
     expect(runStatusLabel('running', 3)).toBe('running');
+  });
+});
+
+describe('approvals', () => {
+  const ev = (seq: number, type: string, nodeId: string, data: Record<string, unknown> = {}): RunEvent => ({
+    seq, type, nodeId, attempt: 1, data, at: `2026-12-01T10:00:0${seq}Z`, schemaVersion: 1, prevHash: '', hash: '',
+  });
+  const base = initialState({ status: 'running' }, [{ id: 'ok', kind: 'approval' }, { id: 'ag', kind: 'agent' }]);
+
+  it('shows a wait, then who decided', () => {
+    let s = applyEvents(base, [
+      ev(1, 'node.started', 'ok'),
+      ev(2, 'node.approval.requested', 'ok', { request: 1, timeoutMs: 3600000, deadlineAt: '2026-12-01T11:00:00Z' }),
+      ev(3, 'node.started', 'ag'),
+      ev(4, 'node.approval.requested', 'ag', { request: 1, timeoutMs: 60000, call: { ordinal: 2, tool: 'workspace.notes.write@1' } }),
+    ]);
+    expect(s.nodes.ok.status).toBe('awaiting_approval');
+    expect(s.nodes.ok.approval).toMatchObject({ request: 1, status: 'pending', deadlineAt: '2026-12-01T11:00:00Z' });
+    expect(awaitingApproval(s).map((n) => n.id)).toEqual(['ok', 'ag']);
+    s = applyEvents(s, [
+      ev(5, 'node.approval.decided', 'ag', { request: 1, decision: 'reject', actor: { kind: 'operator', identity: '42@ops' }, comment: 'no' }),
+      ev(6, 'node.approval.timed_out', 'ok', { request: 1 }),
+      ev(7, 'node.completed', 'ok', { port: 'timedOut' }),
+    ]);
+    expect(s.nodes.ag.status).toBe('running');
+    expect(s.nodes.ag.approval).toMatchObject({ status: 'rejected', actor: { kind: 'operator' }, comment: 'no' });
+    expect(s.nodes.ok.status).toBe('succeeded');
+    expect(s.nodes.ok.approval?.status).toBe('timed_out');
+    expect(awaitingApproval(s)).toEqual([]);
+    expect(base.nodes.ok.approval).toBeUndefined();
+  });
+
+  it('a wait the run ended shows cancelled', () => {
+    const s = applyEvents(base, [ev(1, 'node.approval.requested', 'ok', { request: 1, timeoutMs: 1000 })]);
+    const closed = settle(s, 'cancelled');
+    expect(closed.nodes.ok.status).toBe('cancelled');
+    expect(closed.nodes.ok.approval?.status).toBe('cancelled');
+    expect(s.nodes.ok.approval?.status).toBe('pending');
+    expect(STATUS_LABEL.awaiting_approval).toBe('awaiting approval');
   });
 });

@@ -5,7 +5,7 @@
 // recoveries (an attempt re-dispatched after a lost worker or an
 // infrastructure fault).
 
-import type { NodeState, NodeStatus, Run, RunEvent, RunStatus } from './types';
+import type { ApprovalState, NodeState, NodeStatus, Run, RunEvent, RunStatus } from './types';
 
 /** Event types that re-dispatch an attempt (same attempt number). */
 export const RECOVERY_EVENTS = ['node.attempt.lease_lost', 'node.attempt.infra_retry'] as const;
@@ -38,6 +38,8 @@ export interface NodeView {
   recoveries: RecoveryView[];
   /** Simulation: the virtual time of the node's latest event. */
   virtualAt?: string;
+  /** The node's latest approval request and its outcome. */
+  approval?: ApprovalState;
 }
 
 export type EdgeState = 'taken' | 'dead';
@@ -111,7 +113,10 @@ export function applyEvents(state: RunState, events: RunEvent[]): RunState {
   const s: RunState = {
     ...state,
     nodes: Object.fromEntries(
-      Object.entries(state.nodes).map(([k, n]) => [k, { ...n, attempts: n.attempts.map((a) => ({ ...a })), recoveries: [...n.recoveries] }]),
+      Object.entries(state.nodes).map(([k, n]) => [
+        k,
+        { ...n, attempts: n.attempts.map((a) => ({ ...a })), recoveries: [...n.recoveries], approval: n.approval && { ...n.approval } },
+      ]),
     ),
     edges: { ...state.edges },
   };
@@ -211,6 +216,7 @@ function applyOne(s: RunState, ev: RunEvent): void {
     case 'node.cancel.acknowledged': {
       n.status = 'cancelled';
       n.reason = 'CANCELLED';
+      if (n.approval?.status === 'pending') n.approval.status = 'cancelled';
       const e = errorOf(d);
       if (e) {
         n.reason = e.type;
@@ -218,6 +224,31 @@ function applyOne(s: RunState, ev: RunEvent): void {
       }
       break;
     }
+    case 'node.approval.requested':
+      n.status = 'awaiting_approval';
+      n.approval = {
+        request: num(d.request) ?? 1,
+        status: 'pending',
+        timeoutMs: num(d.timeoutMs) ?? 0,
+        requestedAt: virtualAt ?? ev.at,
+        deadlineAt: str(d.deadlineAt),
+        call: d.call as ApprovalState['call'],
+      };
+      break;
+    case 'node.approval.decided':
+    case 'node.approval.timed_out':
+      if (n.approval && n.approval.request === (num(d.request) ?? n.approval.request)) {
+        n.approval.decidedAt = virtualAt ?? ev.at;
+        n.approval.status = 'timed_out';
+        if (ev.type === 'node.approval.decided') {
+          n.approval.status = d.decision === 'approve' ? 'approved' : 'rejected';
+          n.approval.actor = d.actor as ApprovalState['actor'];
+          n.approval.comment = str(d.comment);
+        }
+      }
+      // An approval node completes next; an agent resumes its attempt.
+      n.status = 'running';
+      break;
     case 'node.cancel.unacknowledged':
       n.status = 'cancelled';
       n.reason = 'CANCEL_UNACKNOWLEDGED';
@@ -252,8 +283,13 @@ export function settle(state: RunState, runStatus: RunStatus): RunState {
   if (!isTerminal(status)) return state;
   const nodes: Record<string, NodeView> = {};
   for (const [id, n] of Object.entries(state.nodes)) {
-    nodes[id] = n.status === 'pending' || n.status === 'running' || n.status === 'waiting'
-      ? { ...n, status: 'cancelled', reason: 'RUN_CLOSED' }
+    nodes[id] = n.status === 'pending' || n.status === 'running' || n.status === 'waiting' || n.status === 'awaiting_approval'
+      ? {
+          ...n,
+          status: 'cancelled',
+          reason: 'RUN_CLOSED',
+          approval: n.approval?.status === 'pending' ? { ...n.approval, status: 'cancelled' } : n.approval,
+        }
       : n;
   }
   return { ...state, status, nodes };
@@ -273,7 +309,7 @@ export function fromProjection(run: Run): RunState {
 }
 
 function projectionFields(n: NodeState): Partial<NodeView> {
-  return { status: n.status, attempt: n.attempt, port: n.port, reason: n.reason, error: n.error };
+  return { status: n.status, attempt: n.attempt, port: n.port, reason: n.reason, error: n.error, approval: n.approval };
 }
 
 /** Words a person reads for a node status. */
@@ -281,6 +317,7 @@ export const STATUS_LABEL: Record<NodeStatus, string> = {
   pending: 'pending',
   running: 'running',
   waiting: 'waiting for retry',
+  awaiting_approval: 'awaiting approval',
   succeeded: 'succeeded',
   failed: 'failed',
   skipped: 'skipped',
@@ -296,6 +333,11 @@ export function runStatusLabel(status: string, position?: number): string {
 /** Whether a node lies on a dead path (skipped because an input died). */
 export function onDeadPath(n: NodeView): boolean {
   return n.status === 'skipped' && n.reason === 'DEAD_INPUT';
+}
+
+/** The nodes waiting for a person's decision, in the order given. */
+export function awaitingApproval(s: RunState): NodeView[] {
+  return Object.values(s.nodes).filter((n) => n.status === 'awaiting_approval' && n.approval?.status === 'pending');
 }
 
 /** Virtual time elapsed in a simulation, in ms, or undefined. */

@@ -8,7 +8,8 @@ export type Kind =
   | 'validator'
   | 'action'
   | 'merge'
-  | 'output';
+  | 'output'
+  | 'approval';
 
 export interface MappingEntry {
   literal?: unknown;
@@ -127,7 +128,30 @@ export interface Budget {
   maxTokens: number | null;
 }
 export type Mode = 'live' | 'simulation';
-export type NodeStatus = 'pending' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'skipped' | 'cancelled';
+export type NodeStatus =
+  | 'pending'
+  | 'running'
+  | 'waiting'
+  | 'awaiting_approval'
+  | 'succeeded'
+  | 'failed'
+  | 'skipped'
+  | 'cancelled';
+
+export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'timed_out' | 'cancelled';
+
+/** A node's latest approval request (an approval node, or an agent's tool call). */
+export interface ApprovalState {
+  request: number;
+  status: ApprovalStatus;
+  timeoutMs: number;
+  requestedAt: string;
+  deadlineAt?: string;
+  call?: { ordinal: number; tool: string; input?: unknown; inputBytes?: number; inputOmitted?: boolean };
+  actor?: { kind: string; sub?: string; name?: string; identity?: string };
+  comment?: string;
+  decidedAt?: string;
+}
 
 export interface NodeState {
   id: string;
@@ -138,6 +162,7 @@ export interface NodeState {
   reason?: string;
   error?: string;
   retryAt?: string;
+  approval?: ApprovalState;
 }
 
 export interface Usage {
