@@ -21,7 +21,7 @@ func ProvidersFromConfig(cfg config.Config) ([]provider.Provider, error) {
 		return nil, fmt.Errorf("agents: WEFT_OPENAI_PRICES: %w", err)
 	}
 	p, err := provider.NewOpenAI(provider.OpenAIConfig{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIAPIKey,
-		Model: cfg.OpenAIModel, Prices: prices})
+		Model: cfg.OpenAIModel, Prices: prices, MaxTokensField: cfg.OpenAIMaxTokensField})
 	if err != nil {
 		return nil, err
 	}

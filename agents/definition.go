@@ -34,6 +34,8 @@ const (
 	MaxSimToolCalls = 32
 	// MaxModelChars bounds model.
 	MaxModelChars = 200
+	// MaxOutputTokensLimit bounds maxOutputTokens and sim.usage token counts.
+	MaxOutputTokensLimit = 100_000_000
 	// MaxDefinitionBytes bounds a definition's JSON.
 	MaxDefinitionBytes = 512 << 10
 )
@@ -79,6 +81,11 @@ type Definition struct {
 	// TimeoutMs bounds one attempt of the agent (model turns and tool calls
 	// together); the node timeout bounds it too.
 	TimeoutMs int `json:"timeoutMs"`
+	// MaxOutputTokens caps the output tokens of each model call (0: no
+	// cap of its own). The openai provider sends it as the call's limit;
+	// under a run budget it also bounds what each call reserves, so
+	// parallel agent nodes can share the budget.
+	MaxOutputTokens int64 `json:"maxOutputTokens,omitempty"`
 	// Sim is what the sim provider plays.
 	Sim *provider.SimScript `json:"sim,omitempty"`
 	// Skills are tenant skill revisions whose texts are appended to the
@@ -134,7 +141,7 @@ func (d Definition) Normalize() Definition {
 	}
 	slices.Sort(tools)
 	d.AllowedTools = slices.Compact(tools)
-	if d.Sim != nil && len(d.Sim.Output) == 0 && d.Sim.Outcome == "" && len(d.Sim.ToolCalls) == 0 {
+	if d.Sim != nil && len(d.Sim.Output) == 0 && d.Sim.Outcome == "" && len(d.Sim.ToolCalls) == 0 && d.Sim.Usage == nil {
 		d.Sim = nil
 	}
 	if len(d.Skills) == 0 {
@@ -220,6 +227,9 @@ func Validate(d Definition, prefix string, opts ValidateOptions) []graph.Issue {
 	if d.TimeoutMs < MinTimeoutMs || d.TimeoutMs > MaxTimeoutMs {
 		add(IssueLimitExceeded, "/timeoutMs", "timeoutMs %d is outside %d–%d", d.TimeoutMs, MinTimeoutMs, MaxTimeoutMs)
 	}
+	if d.MaxOutputTokens < 0 || d.MaxOutputTokens > MaxOutputTokensLimit {
+		add(IssueLimitExceeded, "/maxOutputTokens", "maxOutputTokens %d is outside 1–%d (0 or absent: no cap)", d.MaxOutputTokens, MaxOutputTokensLimit)
+	}
 	if len(d.AllowedTools) > MaxAllowedTools {
 		add(IssueLimitExceeded, "/allowedTools", "%d allowed tools; the limit is %d", len(d.AllowedTools), MaxAllowedTools)
 	}
@@ -302,6 +312,17 @@ func validateSim(d Definition, outputOK bool, add func(code, path, format string
 					add(IssueInvalidSimScript, "/sim/output", "sim.output does not match outputSchema: %s", firstLine(err.Error()))
 				}
 			}
+		}
+	}
+	if u := s.Usage; u != nil {
+		if u.InputTokens < 0 || u.InputTokens > MaxOutputTokensLimit {
+			add(IssueInvalidSimScript, "/sim/usage/inputTokens", "sim.usage.inputTokens must be from 0 to %d", MaxOutputTokensLimit)
+		}
+		if u.OutputTokens < 1 || u.OutputTokens > MaxOutputTokensLimit {
+			add(IssueInvalidSimScript, "/sim/usage/outputTokens", "sim.usage.outputTokens must be from 1 to %d", MaxOutputTokensLimit)
+		}
+		if u.CostUSD < 0 || u.CostUSD > 1000 || u.CostUSD != u.CostUSD {
+			add(IssueInvalidSimScript, "/sim/usage/costUsd", "sim.usage.costUsd must be from 0 to 1000")
 		}
 	}
 	if len(s.ToolCalls) > MaxSimToolCalls {

@@ -37,6 +37,20 @@ func TestDefinitionNormalizeAndHash(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, h1, h3)
 
+	// maxOutputTokens and sim.usage are content; absent, they leave the
+	// hash of definitions written before them unchanged.
+	withUsage, err := agents.DecodeDefinition(json.RawMessage(`{"instructions":"hi","maxOutputTokens":500,
+		"sim":{"usage":{"inputTokens":100,"outputTokens":50}}}`))
+	require.NoError(t, err)
+	require.NotNil(t, withUsage.Normalize().Sim, "a sim script with only usage is kept")
+	require.Equal(t, int64(50), withUsage.Sim.Usage.OutputTokens)
+	h4, err := withUsage.Hash()
+	require.NoError(t, err)
+	require.NotEqual(t, h1, h4)
+	raw, err := json.Marshal(d.Normalize())
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "maxOutputTokens")
+
 	for _, bad := range []string{`{"instructions":"x","tools":[]}`, `{"instructions":1}`, `{"instructions":"x"} {}`, `[]`,
 		`{"sim":{"output":1,"extra":true}}`} {
 		_, err := agents.DecodeDefinition(json.RawMessage(bad))
@@ -52,9 +66,10 @@ func TestValidateReportsEveryIssue(t *testing.T) {
 	d := agents.Definition{
 		Instructions: "Hello {{ nope.key }} and {{ agent.name }}", Provider: "gpt", Model: "bad model!",
 		OutputSchema: json.RawMessage(`{"type":"object","required":["a"]}`), AllowedTools: []string{"core.http.fetch@1", "nope", "no.such@1"},
-		MaxTurns: 51, TimeoutMs: 100,
+		MaxTurns: 51, TimeoutMs: 100, MaxOutputTokens: -1,
 		Sim: &provider.SimScript{Outcome: "maybe", Output: json.RawMessage(`{"b":1}`),
-			ToolCalls: []provider.SimToolCall{{Tool: "x"}, {Tool: "a.b@1", Input: json.RawMessage(`[1]`)}}},
+			ToolCalls: []provider.SimToolCall{{Tool: "x"}, {Tool: "a.b@1", Input: json.RawMessage(`[1]`)}},
+			Usage:     &provider.SimUsage{InputTokens: -1, OutputTokens: 0, CostUSD: -0.5}},
 	}.Normalize()
 	issues := agents.Validate(d, "/definition", agents.ValidateOptions{Variables: reg.Definitions(),
 		Action: func(r graph.ActionRef) (graph.ActionContract, bool) { c, ok := known[r.String()]; return c, ok }})
@@ -63,18 +78,22 @@ func TestValidateReportsEveryIssue(t *testing.T) {
 		got[i.Path] = i.Code
 	}
 	require.Equal(t, map[string]string{
-		"/definition/instructions":          agents.IssueUnknownVariable,
-		"/definition/provider":              agents.IssueInvalidField,
-		"/definition/model":                 agents.IssueInvalidField,
-		"/definition/maxTurns":              agents.IssueLimitExceeded,
-		"/definition/timeoutMs":             agents.IssueLimitExceeded,
-		"/definition/allowedTools/0":        agents.IssueUnsupportedRisk,
-		"/definition/allowedTools/1":        agents.IssueUnknownTool,
-		"/definition/allowedTools/2":        agents.IssueInvalidTool,
-		"/definition/sim/outcome":           agents.IssueInvalidSimScript,
-		"/definition/sim/output":            agents.IssueInvalidSimScript,
-		"/definition/sim/toolCalls/0/tool":  agents.IssueInvalidSimScript,
-		"/definition/sim/toolCalls/1/input": agents.IssueInvalidSimScript,
+		"/definition/instructions":           agents.IssueUnknownVariable,
+		"/definition/provider":               agents.IssueInvalidField,
+		"/definition/model":                  agents.IssueInvalidField,
+		"/definition/maxTurns":               agents.IssueLimitExceeded,
+		"/definition/timeoutMs":              agents.IssueLimitExceeded,
+		"/definition/allowedTools/0":         agents.IssueUnsupportedRisk,
+		"/definition/allowedTools/1":         agents.IssueUnknownTool,
+		"/definition/allowedTools/2":         agents.IssueInvalidTool,
+		"/definition/sim/outcome":            agents.IssueInvalidSimScript,
+		"/definition/sim/output":             agents.IssueInvalidSimScript,
+		"/definition/sim/toolCalls/0/tool":   agents.IssueInvalidSimScript,
+		"/definition/sim/toolCalls/1/input":  agents.IssueInvalidSimScript,
+		"/definition/maxOutputTokens":        agents.IssueLimitExceeded,
+		"/definition/sim/usage/inputTokens":  agents.IssueInvalidSimScript,
+		"/definition/sim/usage/outputTokens": agents.IssueInvalidSimScript,
+		"/definition/sim/usage/costUsd":      agents.IssueInvalidSimScript,
 	}, got)
 	require.Contains(t, issues[0].Message, "nope.key", "agent.name is known: its binding is the agent's own key")
 

@@ -49,6 +49,18 @@ const (
 // its usage (data.usage: input and output tokens, costUsd).
 const EventAgentTurn = "agent.turn"
 
+// EventBudgetExceeded is the event an agent node appends when the run's
+// budget cannot cover its next model call, before failing with
+// BUDGET_EXCEEDED: data.spent and data.allowed ({total, costUsd}: tokens
+// and US dollars), data.needed (what the call needs at least), data.turn.
+const EventBudgetExceeded = "agent.budget.exceeded"
+
+// Waits of a call for its budget while calls in flight hold it.
+const (
+	budgetWaitMin = 50 * time.Millisecond
+	budgetWaitMax = 500 * time.Millisecond
+)
+
 // Error types of agent attempts (ApplicationError types).
 const (
 	// ErrAgentUnavailable: the pinned revision cannot be loaded or no longer
@@ -66,6 +78,12 @@ const (
 	ErrAgentTimeout = "AGENT_TIMEOUT"
 	// ErrStaleAttempt: a later attempt already saved this node's transcript.
 	ErrStaleAttempt = store.CodeStaleAttempt
+	// ErrBudgetExceeded: the run's budget cannot cover the next model
+	// call whatever the calls in flight return. Not retryable.
+	ErrBudgetExceeded = execution.ErrBudgetExceeded
+	// ErrBudgetUnpriced: the run has a cost budget and the model has no
+	// price. Not retryable.
+	ErrBudgetUnpriced = execution.ErrBudgetUnpriced
 )
 
 // Tool denial and failure reasons (tool.denied / tool.failed data.reason).
@@ -109,6 +127,8 @@ type Store interface {
 	AppendEvents(ctx context.Context, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate) error
 	LedgerLookup(ctx context.Context, tenantID, tool, key, inputHash string) (json.RawMessage, bool, error)
 	LedgerRecord(ctx context.Context, tenantID, tool, key, inputHash string, result json.RawMessage) (json.RawMessage, error)
+	ReserveBudget(ctx context.Context, k store.BudgetKey, est store.CallEstimate) (store.Reservation, error)
+	ReleaseBudget(ctx context.Context, k store.BudgetKey) error
 }
 
 var _ Store = (*store.Store)(nil)
@@ -630,17 +650,33 @@ func (a *attempt) instructions(ctx context.Context) (string, error) {
 }
 
 // turn asks the model for its next step and saves it with its usage.
+// Under a run budget the call first reserves what it may use (reserve),
+// passes the reservation's output-token limit to the provider, and the
+// save settles the reservation with the real usage; a failed call
+// releases it.
 func (a *attempt) turn(ctx, actx context.Context) error {
 	start := a.r.now()
-	reply, err := a.prov.Turn(actx, provider.Request{
+	n := len(a.tr.Turns) + 1
+	req := provider.Request{
 		Model: a.def.Model, Messages: a.tr.Messages, Tools: a.specs,
 		OutputSchema: a.schema, Decision: a.job.Decision, Sim: a.def.Sim,
-	})
+	}
+	res, err := a.reserve(ctx, actx, req, n)
 	if err != nil {
+		return err
+	}
+	req.MaxOutputTokens = res.OutputLimit
+	if m := a.def.MaxOutputTokens; m > 0 && (req.MaxOutputTokens == 0 || req.MaxOutputTokens > m) {
+		req.MaxOutputTokens = m
+	}
+	reply, err := a.prov.Turn(actx, req)
+	if err != nil {
+		if res.Budgeted {
+			a.release(ctx, n)
+		}
 		return a.providerError(ctx, actx, err)
 	}
 	a.r.ready.Observe(a.def.Provider, nil)
-	n := len(a.tr.Turns) + 1
 	msg := provider.Message{Role: provider.RoleAssistant, Content: reply.Content, ToolCalls: reply.ToolCalls}
 	if len(reply.ToolCalls) == 0 && reply.Refusal != "" {
 		msg.Content = reply.Refusal
@@ -673,6 +709,108 @@ func (a *attempt) turn(ctx, actx context.Context) error {
 	})
 	usage := store.Usage{Calls: 1, InputTokens: reply.Usage.InputTokens, OutputTokens: reply.Usage.OutputTokens, CostUSD: reply.Usage.CostUSD}
 	return a.save(ctx, &usage, ev)
+}
+
+// budgetKey names turn n of this attempt's node.
+func (a *attempt) budgetKey(n int) store.BudgetKey {
+	j := a.job
+	return store.BudgetKey{TenantID: j.TenantID, RunID: j.RunID, NodeID: j.NodeID, Attempt: j.Attempt, Turn: n}
+}
+
+// estimate is what req will use, as the provider tells it (a token per 4
+// bytes and no price when it cannot), capped by the agent's maxOutputTokens.
+func (a *attempt) estimate(req provider.Request) store.CallEstimate {
+	e := provider.Estimate{InputTokens: provider.EstimateInputTokens(req)}
+	if est, ok := a.prov.(provider.Estimator); ok {
+		e = est.Estimate(req)
+	}
+	ce := store.CallEstimate{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, MaxOutputTokens: a.def.MaxOutputTokens,
+		CostUSD: e.CostUSD}
+	if e.Price != nil {
+		ce.Price = &store.TokenPrice{InputPerMTok: e.Price.InputPerMTok, OutputPerMTok: e.Price.OutputPerMTok}
+	}
+	return ce
+}
+
+// reserve reserves turn n's share of the run's budget before the call
+// (store.ReserveBudget, in PostgreSQL, so parallel agent nodes of the run
+// never both take its last part). While calls in flight hold what it
+// needs it waits for them to settle, heartbeating; a budget that cannot
+// cover the call fails the node: BUDGET_EXCEEDED, after an
+// agent.budget.exceeded event saying what was spent and allowed.
+func (a *attempt) reserve(ctx, actx context.Context, req provider.Request, n int) (store.Reservation, error) {
+	est := a.estimate(req)
+	wait := budgetWaitMin
+	for {
+		res, err := a.r.store.ReserveBudget(ctx, a.budgetKey(n), est)
+		var exceeded *store.BudgetExceededError
+		switch {
+		case err == nil:
+			return res, nil
+		case errors.As(err, &exceeded):
+			return res, a.budgetExceeded(ctx, n, exceeded)
+		case errors.Is(err, store.ErrBudgetUnpriced):
+			return res, permanent(ErrBudgetUnpriced, nil, "node %q: the run has a cost budget (maxCostUsd) and model %q of provider %s has no price (WEFT_OPENAI_PRICES), so its calls cannot be bounded",
+				a.job.NodeID, a.def.Model, a.def.Provider)
+		case failure.CodeOf(err) == store.CodeStaleAttempt:
+			return res, permanent(ErrStaleAttempt, nil, "node %q: %v", a.job.NodeID, err)
+		case !errors.Is(err, store.ErrBudgetBusy):
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			return res, fmt.Errorf("agents: node %q: reserve budget: %w", a.job.NodeID, err)
+		}
+		a.job.beat()
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, ctx.Err()
+		case <-actx.Done():
+			t.Stop()
+			return res, a.interrupted(ctx, actx)
+		case <-t.C:
+		}
+		wait = min(wait*2, budgetWaitMax)
+	}
+}
+
+// release gives back turn n's reservation after a failed call. It runs
+// even while the attempt is being cancelled; a release that fails is left
+// to the node's next reservation, which releases what earlier calls held.
+func (a *attempt) release(ctx context.Context, n int) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	if err := a.r.store.ReleaseBudget(rctx, a.budgetKey(n)); err != nil {
+		a.r.log.Warn("release budget reservation", "run", a.job.RunID, "node", a.job.NodeID, "turn", n, "err", err)
+	}
+}
+
+// budgetExceeded records the refusal and fails the node, not retryable.
+func (a *attempt) budgetExceeded(ctx context.Context, n int, e *store.BudgetExceededError) error {
+	j := a.job
+	// Key names avoid "token", which evidence redaction hides.
+	data := map[string]any{
+		"turn": n, "dimension": e.Dimension,
+		"spent":   map[string]any{"total": e.SpentTokens, "costUsd": e.SpentCostUSD},
+		"allowed": map[string]any{"total": e.AllowedTokens, "costUsd": e.AllowedCostUSD},
+		"needed":  map[string]any{"total": e.NeededTokens, "costUsd": e.NeededCostUSD},
+	}
+	ev := a.event(EventBudgetExceeded, n, data)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	if err := a.r.store.AppendEvents(sctx, j.TenantID, j.RunID, []execution.EventDraft{ev}, nil); err != nil {
+		return fmt.Errorf("agents: append %s: %w", EventBudgetExceeded, err)
+	}
+	details := map[string]any{"dimension": e.Dimension, "spentTokens": e.SpentTokens, "spentCostUsd": e.SpentCostUSD,
+		"neededTokens": e.NeededTokens, "neededCostUsd": e.NeededCostUSD}
+	if e.AllowedTokens != nil {
+		details["maxTokens"] = *e.AllowedTokens
+	}
+	if e.AllowedCostUSD != nil {
+		details["maxCostUsd"] = *e.AllowedCostUSD
+	}
+	return permanent(ErrBudgetExceeded, details, "node %q: %s", j.NodeID, e.Error())
 }
 
 // providerError turns a provider failure into the attempt's error.

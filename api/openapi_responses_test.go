@@ -388,6 +388,44 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.expect(202, call{method: "POST", path: "/v1/runs/" + slowID + "/cancel", token: tok})
 	c.waitRun(slowID, "cancelled")
 
+	// Limits: a run over the cap is accepted throttled with its position,
+	// listed by status, and cancelled without starting.
+	limitsOK := c.expect(200, call{method: "GET", path: "/v1/limits", token: readOnly}).json(t)
+	require.Nil(t, limitsOK["tenant"].(map[string]any)["maxConcurrentRuns"])
+	c.expect(403, call{method: "PUT", path: "/v1/limits", token: readOnly, body: map[string]any{"maxConcurrentRuns": 5}})
+	c.expect(200, call{method: "PUT", path: "/v1/limits", token: tok, body: map[string]any{"maxConcurrentRuns": 5}})
+	c.expect(400, call{method: "PUT", path: "/v1/limits", token: tok, body: map[string]any{"maxConcurrentRuns": 0}, malformed: true})
+	c.expect(400, call{method: "PUT", path: "/v1/limits", token: tok, body: map[string]any{"maxRuns": 5}, malformed: true})
+	c.expect(200, call{method: "PUT", path: "/v1/workflows/sleepy/limits", token: tok,
+		body: map[string]any{"maxConcurrentRuns": 1, "budget": map[string]any{"maxTokens": 5000}}})
+	c.expect(400, call{method: "PUT", path: "/v1/workflows/sleepy/limits", token: tok,
+		body: map[string]any{"maxStartsPerMinute": -2}, malformed: true})
+	c.expect(404, call{method: "PUT", path: "/v1/workflows/missing/limits", token: tok, body: map[string]any{"maxConcurrentRuns": 1}})
+	c.expect(403, call{method: "PUT", path: "/v1/workflows/sleepy/limits", token: readOnly, body: map[string]any{}})
+	c.expect(404, call{method: "GET", path: "/v1/workflows/missing/limits", token: tok})
+	holder := c.expect(202, call{method: "POST", path: "/v1/workflows/sleepy/runs", token: tok,
+		body: map[string]any{"input": map[string]any{}, "idempotencyKey": "hold"}}).json(t)
+	require.Equal(t, "queued", holder["status"])
+	waiting := c.expect(202, call{method: "POST", path: "/v1/workflows/sleepy/runs", token: tok,
+		body: map[string]any{"input": map[string]any{}, "idempotencyKey": "wait", "budget": map[string]any{"maxCostUsd": 0.5}}}).json(t)
+	require.Equal(t, "throttled", waiting["status"])
+	require.Equal(t, 1.0, waiting["position"])
+	waitingRun := c.expect(200, call{method: "GET", path: "/v1/runs/" + waiting["runId"].(string), token: tok}).json(t)
+	require.Equal(t, "throttled", waitingRun["status"])
+	require.Equal(t, map[string]any{"maxCostUsd": 0.5, "maxTokens": 5000.0}, waitingRun["budget"], "the enqueue's over the workflow default")
+	throttledList := c.expect(200, call{method: "GET", path: "/v1/runs?status=throttled", token: tok}).json(t)
+	require.Len(t, throttledList["runs"], 1)
+	wl := c.expect(200, call{method: "GET", path: "/v1/workflows/sleepy/limits", token: tok}).json(t)
+	require.Equal(t, 1.0, wl["throttled"])
+	require.Equal(t, "alice", wl["updatedBy"])
+	detail := c.expect(200, call{method: "GET", path: "/v1/workflows/sleepy", token: tok}).json(t)
+	require.Equal(t, 1.0, detail["limits"].(map[string]any)["maxConcurrentRuns"])
+	c.expect(409, call{method: "POST", path: "/v1/workflows/sleepy/runs", token: tok,
+		body: map[string]any{"input": map[string]any{}, "idempotencyKey": "wait"}})
+	cancelled := c.expect(202, call{method: "POST", path: "/v1/runs/" + waiting["runId"].(string) + "/cancel", token: tok}).json(t)
+	require.Equal(t, "cancelled", cancelled["status"])
+	c.expect(200, call{method: "GET", path: "/v1/limits", token: tok})
+
 	// Approvals: a run waiting for a decision, listed, decided once.
 	c.expect(201, call{method: "POST", path: "/v1/workflows", token: tok,
 		body: map[string]any{"key": "gated", "graph": json.RawMessage(gatedGraph)}})
@@ -538,7 +576,8 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	metricsText := string(c.expect(200, call{method: "GET", path: "/metrics"}).body)
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^weft_runs\{status="succeeded"\} [3-9]$`),
-		regexp.MustCompile(`(?m)^weft_runs\{status="cancelled"\} 1$`),
+		regexp.MustCompile(`(?m)^weft_runs\{status="cancelled"\} 2$`),
+		regexp.MustCompile(`(?m)^weft_runs\{status="throttled"\} 0$`),
 		regexp.MustCompile(`(?m)^weft_runs\{status="failed"\} 0$`),
 		regexp.MustCompile(`(?m)^weft_runs_collector_up 1$`),
 		regexp.MustCompile(`(?m)^weft_node_duration_seconds_count\{kind="action",outcome="succeeded"\} [1-9]\d*$`),

@@ -66,12 +66,17 @@ type enqueueRunBody struct {
 	// ToolGrants (actionId@version) narrow what the run's agents may
 	// call; absent or null grants no narrowing, [] grants no tool.
 	ToolGrants []string `json:"toolGrants"`
+	// Budget bounds what the run's agent model calls may spend; fields it
+	// leaves out take the workflow's default budget.
+	Budget *store.Budget `json:"budget"`
 }
 
 // acceptedBody answers an enqueue.
 type acceptedBody struct {
-	RunID    string `json:"runId"`
-	Status   string `json:"status"`
+	RunID  string `json:"runId"`
+	Status string `json:"status"`
+	// Position is a throttled run's place in its workflow's queue.
+	Position int    `json:"position,omitempty"`
 	Revision int    `json:"revision"`
 	Checksum string `json:"checksum"`
 }
@@ -101,6 +106,7 @@ func (s *Server) enqueueRun(c echo.Context) error {
 		DraftRevision:  body.DraftRevision,
 		Fixtures:       body.Fixtures,
 		ToolGrants:     body.ToolGrants,
+		Budget:         body.Budget,
 	}, starter.Trusted{
 		TenantID:    p.Tenant,
 		TenantName:  p.TenantName,
@@ -115,7 +121,8 @@ func (s *Server) enqueueRun(c echo.Context) error {
 	if !acc.Created {
 		status = http.StatusOK
 	}
-	return c.JSON(status, acceptedBody{RunID: acc.RunID, Status: acc.Status, Revision: acc.Revision, Checksum: acc.Checksum})
+	return c.JSON(status, acceptedBody{RunID: acc.RunID, Status: acc.Status, Position: acc.Position, Revision: acc.Revision,
+		Checksum: acc.Checksum})
 }
 
 // decodeStrict decodes exactly one JSON object with no unknown fields from
@@ -190,6 +197,16 @@ type runBody struct {
 	CreatedAt  time.Time             `json:"createdAt"`
 	StartedAt  *time.Time            `json:"startedAt,omitempty"`
 	FinishedAt *time.Time            `json:"finishedAt,omitempty"`
+	// AdmittedAt is when the run got its slot under its limits (its
+	// enqueue when it never waited); absent while it is throttled and for
+	// runs enqueued before limits existed.
+	AdmittedAt *time.Time `json:"admittedAt,omitempty"`
+	// Position is a throttled run's place in its workflow's queue (1 is
+	// next); absent otherwise.
+	Position int `json:"position,omitempty"`
+	// Budget is the run's effective budget (the enqueue's over the
+	// workflow's default); null when it has none.
+	Budget *budgetBody `json:"budget"`
 }
 
 // temporalRef tells an operator where to find the run in Temporal.
@@ -210,7 +227,17 @@ func (s *Server) runJSON(r store.Run) runBody {
 			UIURL: s.deps.Starter.WorkflowURL(r.WorkflowID),
 		},
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		AdmittedAt: r.AdmittedAt, Position: r.Position, Budget: runBudget(r.Budget),
 	}
+}
+
+// runBudget is a run's budget as the API shows it, nil when it has none.
+func runBudget(b store.Budget) *budgetBody {
+	if b.IsZero() {
+		return nil
+	}
+	out := toBudgetBody(b)
+	return &out
 }
 
 // listOrAbsent is nil (the field is left out) for a nil list, and the list
@@ -253,9 +280,10 @@ func (s *Server) listRuns(c echo.Context) error {
 	f := store.RunFilter{WorkflowKey: c.QueryParam("workflowKey"), Status: c.QueryParam("status"),
 		Mode: c.QueryParam("mode"), Limit: limit + 1}
 	switch f.Status {
-	case "", execution.StatusQueued, execution.StatusRunning, execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
+	case "", execution.StatusThrottled, execution.StatusQueued, execution.StatusRunning, execution.StatusSucceeded,
+		execution.StatusFailed, execution.StatusCancelled:
 	default:
-		return failure.New(failure.CodeInvalidRequest, "status must be one of queued, running, succeeded, failed, cancelled")
+		return failure.New(failure.CodeInvalidRequest, "status must be one of throttled, queued, running, succeeded, failed, cancelled")
 	}
 	switch execution.Mode(f.Mode) {
 	case "", execution.ModeLive, execution.ModeSimulation:

@@ -102,6 +102,7 @@ func New(d Deps) *echo.Echo {
 	s.registerScheduleRoutes(v1)
 	s.registerWebhookRoutes(e, v1)
 	s.registerRevocationRoutes(v1)
+	s.registerLimitsRoutes(v1)
 	s.registerApprovalRoutes(v1)
 	s.registerOpenAPIRoute(v1)
 	s.routes = newRouteTable(e.Routes())

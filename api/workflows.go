@@ -523,6 +523,9 @@ type workflowDetail struct {
 	workflowSummary
 	Draft     draftDetail      `json:"draft"`
 	Published *revisionSummary `json:"published"`
+	// Limits are the workflow's caps and default budget, and what its runs
+	// hold of them (GET /v1/workflows/{key}/limits).
+	Limits workflowLimitsBody `json:"limits"`
 }
 
 type draftDetail struct {
@@ -570,6 +573,9 @@ func (s *Server) getWorkflow(c echo.Context) error {
 			return err
 		}
 		out.Published = summarizeRevision(r)
+	}
+	if out.Limits, err = s.workflowLimits(c, p.Tenant, key); err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, out)
 }

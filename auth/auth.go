@@ -30,6 +30,9 @@ const (
 	// withdrawn from the service actors (schedules, webhooks) a sub
 	// configured.
 	ScopeRevocationsManage = "revocations.manage"
+	// ScopeLimitsManage sets the tenant's and its workflows' limits:
+	// concurrency and start-rate caps, and workflows' default budgets.
+	ScopeLimitsManage = "limits.manage"
 	// ScopeNotesWrite is a business permission required by workspace.notes.write@1.
 	ScopeNotesWrite = "notes.write"
 )
@@ -39,7 +42,7 @@ var AllScopes = []string{
 	ScopeWorkflowsRead, ScopeWorkflowsWrite, ScopeWorkflowsPublish,
 	ScopeRunsExecute, ScopeRunsRead, ScopeRunsCancel, ScopeRunsApprove,
 	ScopeAgentsRead, ScopeAgentsWrite, ScopeVariablesRead, ScopeSchedulesManage,
-	ScopeRevocationsManage, ScopeNotesWrite,
+	ScopeRevocationsManage, ScopeLimitsManage, ScopeNotesWrite,
 }
 
 // Principal is the authenticated caller.
@@ -131,7 +134,9 @@ type TokenError struct {
 	err    error
 }
 
-func (e *TokenError) Error() string { return fmt.Sprintf("%v: %s: %v", ErrInvalidToken, e.Reason, e.err) }
+func (e *TokenError) Error() string {
+	return fmt.Sprintf("%v: %s: %v", ErrInvalidToken, e.Reason, e.err)
+}
 
 // Is makes every TokenError an ErrInvalidToken.
 func (e *TokenError) Is(target error) bool { return target == ErrInvalidToken }

@@ -92,7 +92,7 @@ func TestAllScopes(t *testing.T) {
 		"workflows.read", "workflows.write", "workflows.publish",
 		"runs.execute", "runs.read", "runs.cancel", "runs.approve",
 		"agents.read", "agents.write", "variables.read", "schedules.manage",
-		"revocations.manage", "notes.write",
+		"revocations.manage", "limits.manage", "notes.write",
 	}
 	if strings.Join(AllScopes, " ") != strings.Join(want, " ") {
 		t.Fatalf("AllScopes = %v, want %v", AllScopes, want)

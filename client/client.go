@@ -358,12 +358,24 @@ type RunRequest struct {
 	// ToolGrants (actionId@version) narrow what the run's agents may
 	// call: nil grants no narrowing (sent as null), empty grants no tool.
 	ToolGrants []string `json:"toolGrants"`
+	// Budget bounds what the run's agent model calls may spend (nil:
+	// the workflow's default budget).
+	Budget *Budget `json:"budget,omitempty"`
+}
+
+// Budget bounds what a run's agent model calls may spend; a nil field
+// bounds nothing (or, at enqueue, takes the workflow's default).
+type Budget struct {
+	MaxCostUSD *float64 `json:"maxCostUsd,omitempty"`
+	MaxTokens  *int64   `json:"maxTokens,omitempty"`
 }
 
 // Accepted answers an enqueue.
 type Accepted struct {
-	RunID    string `json:"runId"`
-	Status   string `json:"status"`
+	RunID  string `json:"runId"`
+	Status string `json:"status"`
+	// Position is a throttled run's place in its workflow's queue.
+	Position int    `json:"position,omitempty"`
 	Revision int    `json:"revision"`
 	Checksum string `json:"checksum"`
 	// Created is false when the idempotency key had already started this run.
@@ -427,7 +439,16 @@ type Run struct {
 	CreatedAt  time.Time  `json:"createdAt"`
 	StartedAt  *time.Time `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt"`
+	// AdmittedAt is when the run got its slot under its limits; Position
+	// a throttled run's place in its workflow's queue; Budget its
+	// effective budget (nil: none).
+	AdmittedAt *time.Time `json:"admittedAt"`
+	Position   int        `json:"position"`
+	Budget     *Budget    `json:"budget"`
 }
+
+// StatusThrottled is the status of a run waiting for a slot under its limits.
+const StatusThrottled = "throttled"
 
 // GetRun reads one run with its node states.
 func (c *Client) GetRun(ctx context.Context, id string) (Run, error) {
@@ -620,6 +641,71 @@ func (c *Client) AddRevocation(ctx context.Context, sub, scope string) (Revocati
 // /v1/revocations/{sub}/{scope}); a missing revocation is NOT_FOUND.
 func (c *Client) RemoveRevocation(ctx context.Context, sub, scope string) error {
 	return c.doJSON(ctx, http.MethodDelete, "/v1/revocations/"+url.PathEscape(sub)+"/"+url.PathEscape(scope), nil, nil, nil)
+}
+
+// WorkflowLimits are a workflow's caps and default budget, and what its
+// runs hold of them (GET /v1/workflows/{key}/limits).
+type WorkflowLimits struct {
+	WorkflowKey        string     `json:"workflowKey"`
+	MaxConcurrentRuns  *int       `json:"maxConcurrentRuns"`
+	MaxStartsPerMinute *int       `json:"maxStartsPerMinute"`
+	Budget             Budget     `json:"budget"`
+	Running            int        `json:"running"`
+	Throttled          int        `json:"throttled"`
+	StartsLastMinute   int        `json:"startsLastMinute"`
+	UpdatedBy          *string    `json:"updatedBy"`
+	UpdatedAt          *time.Time `json:"updatedAt"`
+}
+
+// TenantLimits is the tenant's cap and what its runs hold of it.
+type TenantLimits struct {
+	MaxConcurrentRuns *int       `json:"maxConcurrentRuns"`
+	Running           int        `json:"running"`
+	Throttled         int        `json:"throttled"`
+	UpdatedBy         *string    `json:"updatedBy"`
+	UpdatedAt         *time.Time `json:"updatedAt"`
+}
+
+// Limits answers GET /v1/limits.
+type Limits struct {
+	Tenant    TenantLimits     `json:"tenant"`
+	Workflows []WorkflowLimits `json:"workflows"`
+}
+
+// WorkflowLimitsRequest replaces a workflow's limits: a nil field removes
+// that limit.
+type WorkflowLimitsRequest struct {
+	MaxConcurrentRuns  *int    `json:"maxConcurrentRuns"`
+	MaxStartsPerMinute *int    `json:"maxStartsPerMinute"`
+	Budget             *Budget `json:"budget"`
+}
+
+// GetLimits reads the tenant's limits and its workflows' (GET /v1/limits).
+func (c *Client) GetLimits(ctx context.Context) (Limits, error) {
+	var out Limits
+	err := c.doJSON(ctx, http.MethodGet, "/v1/limits", nil, nil, &out)
+	return out, err
+}
+
+// SetTenantLimits replaces the tenant's cap (PUT /v1/limits); nil removes it.
+func (c *Client) SetTenantLimits(ctx context.Context, maxConcurrentRuns *int) (TenantLimits, error) {
+	var out TenantLimits
+	err := c.doJSON(ctx, http.MethodPut, "/v1/limits", nil, map[string]any{"maxConcurrentRuns": maxConcurrentRuns}, &out)
+	return out, err
+}
+
+// GetWorkflowLimits reads one workflow's limits.
+func (c *Client) GetWorkflowLimits(ctx context.Context, key string) (WorkflowLimits, error) {
+	var out WorkflowLimits
+	err := c.doJSON(ctx, http.MethodGet, workflowPath(key, "limits"), nil, nil, &out)
+	return out, err
+}
+
+// SetWorkflowLimits replaces one workflow's limits (PUT /v1/workflows/{key}/limits).
+func (c *Client) SetWorkflowLimits(ctx context.Context, key string, req WorkflowLimitsRequest) (WorkflowLimits, error) {
+	var out WorkflowLimits
+	err := c.doJSON(ctx, http.MethodPut, workflowPath(key, "limits"), nil, req, &out)
+	return out, err
 }
 
 // Approval is one approval request (GET /v1/approvals, and the answer to a

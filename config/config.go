@@ -45,6 +45,11 @@ type Config struct {
 	// "model=IN,OUT;..." in USD per million input/output tokens; a model
 	// without a price costs 0). Parsed by provider.ParsePrices.
 	OpenAIPrices string
+	// OpenAIMaxTokensField is the request field an agent call's
+	// output-token limit is sent in (WEFT_OPENAI_MAX_TOKENS_FIELD):
+	// max_completion_tokens (default) or max_tokens for endpoints that
+	// only know the older name.
+	OpenAIMaxTokensField string
 	// WebhookKey encrypts webhook secrets at rest (hex, 32 bytes). Derived from JWTSecret when empty.
 	WebhookKey string
 	// EventRetentionDays deletes events of runs closed longer ago; 0 keeps them forever.
@@ -100,24 +105,25 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return def
 	}
 	c := Config{
-		DatabaseURL:       get("DATABASE_URL", "postgres://localhost:5432/weft"),
-		TemporalAddress:   get("TEMPORAL_ADDRESS", "localhost:7233"),
-		TemporalNamespace: get("TEMPORAL_NAMESPACE", "default"),
-		TemporalTLSCert:   get("TEMPORAL_TLS_CERT", ""),
-		TemporalTLSKey:    get("TEMPORAL_TLS_KEY", ""),
-		TemporalAPIKey:    get("TEMPORAL_API_KEY", ""),
-		HTTPAddr:          get("WEFT_HTTP_ADDR", ":8080"),
-		DataDir:           get("WEFT_DATA_DIR", ".weft"),
-		JWTSecret:         get("WEFT_JWT_SECRET", ""),
-		TaskQueue:         get("WEFT_TASK_QUEUE", "weft"),
-		TemporalUIURL:     get("WEFT_TEMPORAL_UI_URL", ""),
-		TemporalCLI:       get("WEFT_TEMPORAL_CLI", "bin/temporal"),
-		OpenAIBaseURL:     get("WEFT_OPENAI_BASE_URL", "https://api.openai.com/v1"),
-		OpenAIAPIKey:      get("WEFT_OPENAI_API_KEY", ""),
-		OpenAIModel:       get("WEFT_OPENAI_MODEL", ""),
-		OpenAIPrices:      get("WEFT_OPENAI_PRICES", ""),
-		WebhookKey:        get("WEFT_WEBHOOK_KEY", ""),
-		MetricsAddr:       get("WEFT_METRICS_ADDR", ""),
+		DatabaseURL:          get("DATABASE_URL", "postgres://localhost:5432/weft"),
+		TemporalAddress:      get("TEMPORAL_ADDRESS", "localhost:7233"),
+		TemporalNamespace:    get("TEMPORAL_NAMESPACE", "default"),
+		TemporalTLSCert:      get("TEMPORAL_TLS_CERT", ""),
+		TemporalTLSKey:       get("TEMPORAL_TLS_KEY", ""),
+		TemporalAPIKey:       get("TEMPORAL_API_KEY", ""),
+		HTTPAddr:             get("WEFT_HTTP_ADDR", ":8080"),
+		DataDir:              get("WEFT_DATA_DIR", ".weft"),
+		JWTSecret:            get("WEFT_JWT_SECRET", ""),
+		TaskQueue:            get("WEFT_TASK_QUEUE", "weft"),
+		TemporalUIURL:        get("WEFT_TEMPORAL_UI_URL", ""),
+		TemporalCLI:          get("WEFT_TEMPORAL_CLI", "bin/temporal"),
+		OpenAIBaseURL:        get("WEFT_OPENAI_BASE_URL", "https://api.openai.com/v1"),
+		OpenAIAPIKey:         get("WEFT_OPENAI_API_KEY", ""),
+		OpenAIModel:          get("WEFT_OPENAI_MODEL", ""),
+		OpenAIPrices:         get("WEFT_OPENAI_PRICES", ""),
+		OpenAIMaxTokensField: get("WEFT_OPENAI_MAX_TOKENS_FIELD", "max_completion_tokens"),
+		WebhookKey:           get("WEFT_WEBHOOK_KEY", ""),
+		MetricsAddr:          get("WEFT_METRICS_ADDR", ""),
 	}
 	var err error
 	if c.TemporalPort, err = intEnv(get, "WEFT_TEMPORAL_PORT", 7233); err != nil {

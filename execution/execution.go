@@ -71,6 +71,11 @@ const (
 
 // Run statuses.
 const (
+	// StatusThrottled: persisted, waiting for a slot under its workflow's
+	// or tenant's limits (never started; the dispatcher in package starter
+	// admits it, first in first out, when a slot frees).
+	StatusThrottled = "throttled"
+	// StatusQueued: persisted (and admitted), its start pending.
 	StatusQueued    = "queued"
 	StatusRunning   = "running"
 	StatusSucceeded = "succeeded"
@@ -308,17 +313,23 @@ const (
 	// EventNodeAttemptInfraRetry: the attempt met an infrastructure fault
 	// (data.code: WORKER_DRAINED, STORE_UNAVAILABLE, PROVIDER_UNAVAILABLE);
 	// the same attempt is dispatched again.
-	EventNodeAttemptInfraRetry  = "node.attempt.infra_retry"
-	EventNodeCompleted          = "node.completed"
-	EventNodeFailed             = "node.failed"
-	EventNodeSkipped            = "node.skipped"
-	EventEdgeTaken              = "edge.taken"
-	EventEdgeDead               = "edge.dead"
-	EventToolStarted            = "tool.started"
-	EventToolCompleted          = "tool.completed"
-	EventToolFailed             = "tool.failed"
-	EventToolDenied             = "tool.denied"
-	EventRunCancelRequested     = "run.cancel.requested"
+	EventNodeAttemptInfraRetry = "node.attempt.infra_retry"
+	EventNodeCompleted         = "node.completed"
+	EventNodeFailed            = "node.failed"
+	EventNodeSkipped           = "node.skipped"
+	EventEdgeTaken             = "edge.taken"
+	EventEdgeDead              = "edge.dead"
+	EventToolStarted           = "tool.started"
+	EventToolCompleted         = "tool.completed"
+	EventToolFailed            = "tool.failed"
+	EventToolDenied            = "tool.denied"
+	EventRunCancelRequested    = "run.cancel.requested"
+	// EventRunThrottled: the run was accepted over a limit and waits for a
+	// slot (data: position, reason); EventRunAdmitted: it got its slot and
+	// is being started (data: waitedMs). The starter's dispatcher appends
+	// them; a run admitted at once has neither.
+	EventRunThrottled           = "run.throttled"
+	EventRunAdmitted            = "run.admitted"
 	EventNodeCancelAcknowledged = "node.cancel.acknowledged"
 	EventNodeCancelUnacked      = "node.cancel.unacknowledged"
 	EventNodeLateResult         = "node.late.result"
@@ -407,6 +418,13 @@ const (
 	ErrAgentUnavailable = "AGENT_UNAVAILABLE"
 	// ErrActionTimeout: the handler did not finish within the node timeout (retryable).
 	ErrActionTimeout = "ACTION_TIMEOUT"
+	// ErrBudgetExceeded: the run's budget (maxTokens, maxCostUsd) cannot
+	// cover the agent's next model call; not retryable. The node appends
+	// agent.budget.exceeded saying what was spent and allowed.
+	ErrBudgetExceeded = "BUDGET_EXCEEDED"
+	// ErrBudgetUnpriced: the run has a cost budget (maxCostUsd) and the
+	// agent's model has no price, so no call can be bounded; not retryable.
+	ErrBudgetUnpriced = "BUDGET_UNPRICED"
 	// ErrAppendRefused: the store refused an event batch (malformed event,
 	// unknown run); retrying the same batch cannot succeed.
 	ErrAppendRefused = "APPEND_REFUSED"

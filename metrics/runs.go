@@ -11,7 +11,7 @@ import (
 
 // RunStatuses are the run statuses weft_runs always reports (0 when none),
 // so a series never disappears when its last run changes status.
-var RunStatuses = []string{"queued", "running", "succeeded", "failed", "cancelled"}
+var RunStatuses = []string{"throttled", "queued", "running", "succeeded", "failed", "cancelled"}
 
 // DefaultRunsTimeout bounds the runs query of one scrape.
 const DefaultRunsTimeout = 2 * time.Second

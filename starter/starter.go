@@ -152,6 +152,11 @@ type Request struct {
 	// narrowing; an empty list grants no tool. Part of the idempotency
 	// binding: the same key with other grants is IDEMPOTENCY_CONFLICT.
 	ToolGrants []string
+	// Budget bounds what the run's agent model calls may spend; a field it
+	// leaves unset takes the workflow's default budget. Nil (or empty)
+	// gives none. Part of the idempotency binding: the same key with
+	// another budget is IDEMPOTENCY_CONFLICT.
+	Budget *store.Budget
 }
 
 // Trusted is who asks and with which permissions. It comes from the
@@ -173,8 +178,14 @@ type Trusted struct {
 
 // Accepted is the answer to an enqueue.
 type Accepted struct {
-	RunID    string
-	Status   string
+	RunID string
+	// Status is queued (admitted, its start issued), throttled (waiting
+	// for a slot under its limits), or whatever the bound run of a
+	// repeated key has reached.
+	Status string
+	// Position is a throttled run's place in its workflow's queue (1 is
+	// next); 0 otherwise.
+	Position int
 	Revision int
 	Checksum string
 	// Created is false when the idempotency key had already started this
@@ -206,6 +217,9 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	}
 	if tc.ToolPolicy, err = authz.ParseTools("toolPolicy", tc.ToolPolicy); err != nil {
 		return Accepted{}, failure.Wrap(err, failure.CodeInternal, "starter: the service actor's tool policy is malformed")
+	}
+	if req.Budget, err = checkBudget(req.Budget); err != nil {
+		return Accepted{}, err
 	}
 	input, err := normalizeInput(req.Input)
 	if err != nil {
@@ -262,35 +276,56 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 		return Accepted{}, err
 	}
 
-	run := store.Run{
-		RunID:         uuid.NewString(),
-		TenantID:      tc.TenantID,
-		TenantName:    tc.TenantName,
-		WorkflowKey:   req.WorkflowKey,
-		Revision:      rev.Revision, // 0 for a simulated draft
-		DraftRevision: req.DraftRevision,
-		Checksum:      compiled.Checksum,
-		Mode:          string(mode),
-		Fixtures:      fx,
-		Status:        execution.StatusQueued,
-		Input:         input,
-		InputHash:     hash,
-		Origin:        tc.Origin,
-		Actor:         tc.Actor,
-		Permissions:   nonNil(tc.Permissions),
-		ToolGrants:    req.ToolGrants,
-		ToolPolicy:    tc.ToolPolicy,
-		WorkflowID:    WorkflowID(tc.TenantID, req.WorkflowKey, req.IdempotencyKey),
+	// The workflow's default budget fills what the request's leaves unset.
+	wl, err := s.store.GetWorkflowLimits(ctx, tc.TenantID, req.WorkflowKey)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("starter: read workflow limits: %w", err)
 	}
-	bound, created, err := s.store.CreateRun(ctx, run, req.IdempotencyKey)
+	var budget store.Budget
+	if req.Budget != nil {
+		budget = *req.Budget
+	}
+	run := store.Run{
+		RequestedBudget: req.Budget,
+		Budget:          budget.Over(wl.Budget),
+		RunID:           uuid.NewString(),
+		TenantID:        tc.TenantID,
+		TenantName:      tc.TenantName,
+		WorkflowKey:     req.WorkflowKey,
+		Revision:        rev.Revision, // 0 for a simulated draft
+		DraftRevision:   req.DraftRevision,
+		Checksum:        compiled.Checksum,
+		Mode:            string(mode),
+		Fixtures:        fx,
+		Status:          execution.StatusQueued,
+		Input:           input,
+		InputHash:       hash,
+		Origin:          tc.Origin,
+		Actor:           tc.Actor,
+		Permissions:     nonNil(tc.Permissions),
+		ToolGrants:      req.ToolGrants,
+		ToolPolicy:      tc.ToolPolicy,
+		WorkflowID:      WorkflowID(tc.TenantID, req.WorkflowKey, req.IdempotencyKey),
+	}
+	enq, err := s.store.EnqueueRun(ctx, run, req.IdempotencyKey)
 	if err != nil {
 		return Accepted{}, fmt.Errorf("starter: create run: %w", err)
 	}
-	if !created {
+	if !enq.Created {
 		// A concurrent enqueue bound the key between BoundRun and here.
-		return s.repeat(ctx, bound, hash, mode, req, tc)
+		return s.repeat(ctx, enq.Run, hash, mode, req, tc)
 	}
-	return s.issue(ctx, bound, tc, true), nil
+	// The enqueue's admission pass may have admitted runs waiting before
+	// this one too: this enqueue starts them, its own run first.
+	acc := s.issue(ctx, enq.Run, tc, true)
+	var others []store.Run
+	for _, r := range enq.Admitted {
+		if r.RunID != enq.Run.RunID {
+			others = append(others, r)
+		}
+	}
+	s.startAdmitted(ctx, others)
+	return acc, nil
 }
 
 // repeat answers an enqueue whose idempotency key is already bound: the
@@ -305,15 +340,30 @@ func (s *Starter) repeat(ctx context.Context, bound store.Run, hash string, mode
 
 // issue starts a bound run and answers for it. The start is issued even
 // for an existing binding: if the first start failed, this repeat is what
-// starts the run; if it succeeded, the policies make this a no-op.
+// starts the run; if it succeeded, the policies make this a no-op. A run
+// still throttled is never started here: a repeat asks the dispatcher
+// instead, which starts it only if a slot is free for it now.
 func (s *Starter) issue(ctx context.Context, bound store.Run, tc Trusted, created bool) Accepted {
-	if err := s.start(ctx, bound); err != nil {
-		s.log.Warn("start failed; the sweeper will retry", "run", bound.RunID, "workflowId", bound.WorkflowID, "err", err)
+	switch {
+	case bound.Status == execution.StatusThrottled && !created:
+		if _, err := s.Dispatch(ctx, bound.TenantID); err != nil {
+			s.log.Warn("dispatch failed; the sweeper will retry", "run", bound.RunID, "tenant", bound.TenantID, "err", err)
+		}
+		if latest, err := s.store.GetRun(ctx, bound.TenantID, bound.RunID); err == nil {
+			bound = latest
+		}
+	case bound.Status == execution.StatusThrottled, execution.Terminal(bound.Status):
+		// Waiting for the dispatcher, or finished: nothing to start.
+	default:
+		if err := s.start(ctx, bound); err != nil {
+			s.log.Warn("start failed; the sweeper will retry", "run", bound.RunID, "workflowId", bound.WorkflowID, "err", err)
+		}
 	}
 	s.log.Info("run enqueued", "run", bound.RunID, "workflowId", bound.WorkflowID, "tenant", bound.TenantID,
 		"workflowKey", bound.WorkflowKey, "revision", bound.Revision, "mode", bound.Mode, "origin", tc.Origin.Kind,
-		"actor", tc.Actor.Sub, "created", created)
-	return Accepted{RunID: bound.RunID, Status: bound.Status, Revision: bound.Revision, Checksum: bound.Checksum, Created: created}
+		"actor", tc.Actor.Sub, "created", created, "status", bound.Status, "position", bound.Position)
+	return Accepted{RunID: bound.RunID, Status: bound.Status, Position: bound.Position, Revision: bound.Revision,
+		Checksum: bound.Checksum, Created: created}
 }
 
 // checkTrusted catches wiring mistakes: a trusted context without tenant,
@@ -406,7 +456,8 @@ func (s *Starter) notPublished(ctx context.Context, tenant, key string) error {
 // sameRequest decides whether a repeated idempotency key asks for the run
 // it is bound to. A newer publish does not matter (the key stays bound to
 // what it started); other input, another mode, another explicitly named
-// revision or draft revision, other fixtures or other toolGrants do.
+// revision or draft revision, other fixtures, other toolGrants or another
+// budget do.
 func sameRequest(bound store.Run, hash string, mode execution.Mode, req Request) error {
 	var why string
 	switch {
@@ -422,6 +473,8 @@ func sameRequest(bound store.Run, hash string, mode execution.Mode, req Request)
 		why = "other fixtures"
 	case !authz.SameTools(bound.ToolGrants, req.ToolGrants):
 		why = "other toolGrants"
+	case !sameBudget(bound.RequestedBudget, req.Budget):
+		why = "another budget"
 	default:
 		return nil
 	}
@@ -435,6 +488,10 @@ func sameRequest(bound store.Run, hash string, mode execution.Mode, req Request)
 // in the parameters comes from the row (the tenant name included), so
 // every start of a run, the sweeper's too, passes the same ones.
 func (s *Starter) start(ctx context.Context, run store.Run) error {
+	if run.Status == execution.StatusThrottled {
+		// Only the dispatcher admits a run; a throttled row never starts.
+		return fmt.Errorf("run %s is throttled: it starts when the dispatcher admits it", run.RunID)
+	}
 	input, err := s.inputValue(ctx, run)
 	if err != nil {
 		return err
@@ -508,16 +565,30 @@ func (s *Starter) WorkflowURL(workflowID string) string {
 	return s.uiURL + "/namespaces/" + s.namespace + "/workflows/" + workflowID
 }
 
-// Sweep starts runs still queued after SweepAfter: their first start failed
-// (Temporal unavailable, the process died between commit and start). It
-// returns how many starts it issued successfully.
+// Sweep starts runs still queued SweepAfter after their admission: their
+// first start failed (Temporal unavailable, the process died between
+// commit and start). It first dispatches every tenant with throttled runs,
+// so no slot stays unused when a dispatcher missed its settlement. It
+// returns how many starts of queued runs it issued successfully (the
+// dispatch starts what it admits itself).
 func (s *Starter) Sweep(ctx context.Context) (int, error) {
 	started := 0
+	var errs []error
+	// The safety net of the dispatcher: a slot freed while no dispatcher
+	// listened (or whose notification was lost) is found here.
+	tenants, err := s.store.ThrottledTenants(ctx, sweepBatch)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list throttled tenants: %w", err))
+	}
+	for _, t := range tenants {
+		if _, err := s.Dispatch(ctx, t); err != nil {
+			errs = append(errs, fmt.Errorf("dispatch tenant %s: %w", t, err))
+		}
+	}
 	runs, err := s.store.QueuedRuns(ctx, SweepAfter, sweepBatch)
 	if err != nil {
-		return 0, fmt.Errorf("starter: list queued runs: %w", err)
+		return 0, fmt.Errorf("starter: list queued runs: %w", errors.Join(append(errs, err)...))
 	}
-	var errs []error
 	for _, r := range runs {
 		if err := s.start(ctx, r); err != nil {
 			errs = append(errs, fmt.Errorf("run %s: %w", r.RunID, err))
@@ -558,7 +629,8 @@ func (s *Starter) RunSweeper(ctx context.Context, every time.Duration) {
 // Cancel requests cancellation of a run. The interpreter does the work
 // (durable, cooperative; SPEC §5); this only delivers the request to the
 // workflow id with an empty run id, so it reaches whatever run of the chain
-// is current after a continue-as-new.
+// is current after a continue-as-new. A throttled run is cancelled here
+// and never starts.
 func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by execution.Actor) error {
 	run, err := s.store.GetRun(ctx, tenantID, runID)
 	if errors.Is(err, failure.ErrNotFound) {
@@ -572,12 +644,34 @@ func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by executi
 			WithDetails(map[string]any{"status": run.Status})
 	}
 	reason := "cancelled by " + by.Kind + " " + by.Sub
+	if run.Status == execution.StatusThrottled {
+		// Never started and holding no slot: it leaves the queue without
+		// starting, unless the dispatcher admitted it meanwhile.
+		done, err := s.store.CancelThrottled(ctx, tenantID, runID,
+			execution.RunError{Code: execution.RunErrCancelled, Message: reason + " while it waited for a slot (throttled); it never started"},
+			map[string]any{"by": by, "throttled": true})
+		if err != nil {
+			return fmt.Errorf("starter: cancel throttled run: %w", err)
+		}
+		if done {
+			s.log.Info("throttled run cancelled", "run", run.RunID, "by", by.Sub, "kind", by.Kind)
+			return nil
+		}
+		if run, err = s.store.GetRun(ctx, tenantID, runID); err != nil {
+			return fmt.Errorf("starter: get run: %w", err)
+		}
+		if execution.Terminal(run.Status) {
+			return failure.New(failure.CodeRunNotActive, "run %s is already %s", run.RunID, run.Status).
+				WithDetails(map[string]any{"status": run.Status})
+		}
+	}
 	err = s.cancel(ctx, run.WorkflowID, reason)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) && run.Status == execution.StatusQueued {
-		// Never started: start it so the cancellation goes through the
-		// interpreter like any other (it sees the request before running a
-		// node and records the cancelled outcome in the event log).
+		// Admitted but never started: start it (within its limits: it
+		// holds its slot) so the cancellation goes through the interpreter
+		// like any other (it sees the request before running a node and
+		// records the cancelled outcome in the event log).
 		if err := s.start(ctx, run); err != nil {
 			return failure.Wrap(err, failure.CodeUnavailable, "run %s could not be reached to cancel it", run.RunID)
 		}

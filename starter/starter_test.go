@@ -410,7 +410,7 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 	if n, err := b.starter.Sweep(ctx); err != nil || n != 0 {
 		t.Fatalf("sweep of a young run: %d, %v", n, err)
 	}
-	if _, err := b.st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '31 seconds'`); err != nil {
+	if _, err := b.st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '31 seconds', admitted_at = now() - interval '31 seconds'`); err != nil {
 		t.Fatal(err)
 	}
 	n, err := b.starter.Sweep(ctx)

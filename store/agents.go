@@ -485,7 +485,8 @@ type Usage struct {
 }
 
 // SaveAgentTranscript saves t (insert or replace) and, in the same
-// transaction, adds usage (may be nil) to the run's totals. A save from an
+// transaction, adds usage (may be nil) to the run's totals and settles the
+// budget reservation of turn t.Turn (ReserveBudget) with it. A save from an
 // attempt older than the stored one (or an earlier dispatch of the same
 // attempt) is refused with STALE_ATTEMPT and
 // changes nothing. Append t.Outbox with AppendEvents afterwards.
@@ -520,10 +521,15 @@ func (s *Store) SaveAgentTranscript(ctx context.Context, t AgentTranscript, usag
 		if tag.RowsAffected() == 0 {
 			return failure.New(CodeStaleAttempt, "attempt %d of node %q is stale: a later attempt saved its transcript", t.Attempt, t.NodeID)
 		}
-		if usage != nil {
-			return addUsage(ctx, tx, t.TenantID, t.RunID, *usage)
+		if usage == nil {
+			return nil
 		}
-		return nil
+		// The turn's budget reservation (if any) settles with the usage
+		// it records, so what is spent is never counted twice.
+		if err := settleReservation(ctx, tx, t, *usage); err != nil {
+			return err
+		}
+		return addUsage(ctx, tx, t.TenantID, t.RunID, *usage)
 	})
 	if err != nil {
 		return fmt.Errorf("store: save agent transcript: %w", err)

@@ -193,10 +193,10 @@ func (c *appendCall) update(ctx context.Context, q querier, tenantID, runID stri
 	}
 	c.temporalRunID = upd.TemporalRunID
 	at := projectionTime(events)
-	switch statusRank(upd.Status) {
-	case 0:
-		return nil // queued: never a move forward
-	case 1:
+	switch upd.Status {
+	case execution.StatusThrottled, execution.StatusQueued:
+		return nil // never a move forward (only the dispatcher admits a throttled run)
+	case execution.StatusRunning:
 		if c.runningAt == nil {
 			if at == nil {
 				now := time.Now().UTC()
@@ -285,17 +285,58 @@ func projectionTime(drafts []execution.EventDraft) *time.Time {
 }
 
 // statusRank orders run statuses; a status only ever moves to a higher rank,
-// and terminal statuses (rank 2) never change. -1 is unknown.
+// and terminal statuses (rankTerminal) never change. -1 is unknown.
 func statusRank(s string) int {
 	switch s {
-	case execution.StatusQueued:
+	case execution.StatusThrottled:
 		return 0
-	case execution.StatusRunning:
+	case execution.StatusQueued:
 		return 1
-	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
+	case execution.StatusRunning:
 		return 2
+	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
+		return rankTerminal
 	}
 	return -1
+}
+
+// rankTerminal is the rank of succeeded, failed and cancelled.
+const rankTerminal = 3
+
+// terminalStatus reports whether s is final.
+func terminalStatus(s string) bool { return statusRank(s) == rankTerminal }
+
+// appendInTx appends prepared events to a run's log inside tx with the
+// same weft_append_events the hot path calls (seq, hash and the stream
+// wake-up are identical), and the terminal update upd (may be nil; at is
+// its time). The dispatcher writes a run's run.throttled, run.admitted and
+// run.cancelled this way, inside its admission transaction. A run of
+// another tenant is failure.ErrNotFound.
+func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared []preparedEvent, upd *execution.RunUpdate, at *time.Time) error {
+	call, err := newAppendCall(tenantID, runID, prepared, false)
+	if err != nil {
+		return err
+	}
+	if upd != nil && terminalStatus(upd.Status) {
+		call.finalStatus, call.finishedAt = upd.Status, at
+		if upd.Error != nil {
+			b, err := json.Marshal(upd.Error)
+			if err != nil {
+				return err
+			}
+			e := string(b)
+			call.runError = &e
+		}
+	}
+	var found, wasClosed bool
+	var status string
+	if err := tx.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed); err != nil {
+		return err
+	}
+	if !found {
+		return failure.ErrNotFound
+	}
+	return nil
 }
 
 // eventHash is hex sha256(prevHash || canonical(event)), where the event is

@@ -51,6 +51,18 @@ type Run struct {
 	CreatedAt     time.Time
 	StartedAt     *time.Time
 	FinishedAt    *time.Time
+	// AdmittedAt is when the run got its slot under its limits (for a run
+	// never throttled, its enqueue); nil while it is throttled.
+	AdmittedAt *time.Time
+	// Position is a throttled run's place in its workflow's queue (1 is
+	// next); 0 for a run that is not throttled.
+	Position int
+	// RequestedBudget is the enqueue's budget as requested (nil when it
+	// gave none): part of the idempotency binding.
+	RequestedBudget *Budget
+	// Budget is the effective budget: the requested fields over the
+	// workflow's default budget at enqueue. Agent calls reserve against it.
+	Budget Budget
 }
 
 // RunCursor is a keyset position in the runs list, which is ordered by
@@ -83,17 +95,27 @@ const (
 // runColumns is the column list every run query scans with scanRun.
 const runColumns = `run_id, tenant_id, tenant_name, workflow_key, revision, draft_revision, checksum, mode, status,
 	input, input_hash, output, error, origin, actor, permissions, fixtures, workflow_id,
-	COALESCE(temporal_run_id, ''), usage, created_at, started_at, finished_at, tool_grants, tool_policy`
+	COALESCE(temporal_run_id, ''), usage, created_at, started_at, finished_at, tool_grants, tool_policy,
+	admitted_at, budget, budget_max_tokens, budget_max_cost_usd::float8,
+	CASE WHEN status = 'throttled' THEN (SELECT count(*) FROM runs q WHERE q.tenant_id = runs.tenant_id
+		AND q.workflow_key = runs.workflow_key AND q.status = 'throttled' AND q.queue_seq <= runs.queue_seq) ELSE 0 END`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
-	var origin, actor []byte
+	var origin, actor, budget []byte
 	err := row.Scan(&r.RunID, &r.TenantID, &r.TenantName, &r.WorkflowKey, &r.Revision, &r.DraftRevision, &r.Checksum,
 		&r.Mode, &r.Status, &r.Input, &r.InputHash, &r.Output, &r.Error, &origin, &actor,
 		&r.Permissions, &r.Fixtures, &r.WorkflowID, &r.TemporalRunID, &r.Usage,
-		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.ToolGrants, &r.ToolPolicy)
+		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.ToolGrants, &r.ToolPolicy,
+		&r.AdmittedAt, &budget, &r.Budget.MaxTokens, &r.Budget.MaxCostUSD, &r.Position)
 	if err != nil {
 		return Run{}, err
+	}
+	if len(budget) > 0 {
+		r.RequestedBudget = &Budget{}
+		if err := json.Unmarshal(budget, r.RequestedBudget); err != nil {
+			return Run{}, fmt.Errorf("store: run %s budget: %w", r.RunID, err)
+		}
 	}
 	if err := json.Unmarshal(origin, &r.Origin); err != nil {
 		return Run{}, fmt.Errorf("store: run %s origin: %w", r.RunID, err)
@@ -129,27 +151,63 @@ func nullJSON(r json.RawMessage) any {
 	return []byte(r)
 }
 
-// CreateRun persists a run (status queued) together with its idempotency
-// binding (tenant, workflow key, idempotencyKey) in one transaction. When the
-// key is already bound it inserts nothing and returns the bound run with
-// created=false; the caller compares InputHash and Mode to tell a repeated
-// enqueue from an IDEMPOTENCY_CONFLICT.
+// Enqueued is what EnqueueRun did.
+type Enqueued struct {
+	// Run is the new run (Created) or the run the key was bound to.
+	Run     Run
+	Created bool
+	// Admitted are the runs the enqueue's admission pass admitted, in
+	// queue order: the new run itself when a slot was free, and any run
+	// that was waiting before it. The caller starts them.
+	Admitted []Run
+}
+
+// CreateRun is EnqueueRun for callers that start nothing but the run they
+// created (tests, tools): runs it admitted besides are left queued for the
+// sweeper.
+func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (run Run, created bool, err error) {
+	e, err := s.EnqueueRun(ctx, r, idempotencyKey)
+	return e.Run, e.Created, err
+}
+
+// EnqueueRun persists a run together with its idempotency binding (tenant,
+// workflow key, idempotencyKey) in one transaction. When the key is already
+// bound it inserts nothing and returns the bound run with Created=false;
+// the caller compares InputHash and Mode to tell a repeated enqueue from an
+// IDEMPOTENCY_CONFLICT.
 //
 // The binding is claimed first with INSERT ... ON CONFLICT DO NOTHING:
 // PostgreSQL makes concurrent claimers of one key wait for the first
 // transaction, so exactly one run row is created however many callers race.
 // The binding's foreign key to runs is deferred to make that order possible.
-func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (run Run, created bool, err error) {
+//
+// A live run whose tenant or workflow has a cap (or whose workflow has runs
+// waiting already) goes through the admission queue: it is inserted
+// throttled under the tenant's exclusive admission lock and the admission
+// pass (admit) runs in the same transaction, so it is queued at once when
+// a slot is free and nobody waits before it, and throttled otherwise. Any
+// other run is inserted queued under the shared lock. Simulation runs are
+// always queued.
+func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (Enqueued, error) {
 	if err := validateNewRun(r, idempotencyKey); err != nil {
-		return Run{}, false, err
+		return Enqueued{}, err
+	}
+	if err := r.Budget.Validate("budget"); err != nil {
+		return Enqueued{}, err
 	}
 	origin, err := json.Marshal(r.Origin)
 	if err != nil {
-		return Run{}, false, err
+		return Enqueued{}, err
 	}
 	actor, err := json.Marshal(r.Actor)
 	if err != nil {
-		return Run{}, false, err
+		return Enqueued{}, err
+	}
+	var requested []byte
+	if r.RequestedBudget != nil {
+		if requested, err = json.Marshal(r.RequestedBudget); err != nil {
+			return Enqueued{}, err
+		}
 	}
 	perms := r.Permissions
 	if perms == nil {
@@ -160,53 +218,89 @@ func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (ru
 		usage = json.RawMessage(`{}`)
 	}
 
-	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO idempotency_bindings (tenant_id, workflow_key, idempotency_key, run_id, checksum, input_hash, mode)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (tenant_id, workflow_key, idempotency_key) DO NOTHING`,
-			r.TenantID, r.WorkflowKey, idempotencyKey, r.RunID, r.Checksum, r.InputHash, r.Mode)
-		if err != nil {
-			return fmt.Errorf("store: claim idempotency binding: %w", err)
+	var out Enqueued
+	exclusive := false
+	for try := 0; ; try++ {
+		out = Enqueued{}
+		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, `
+				INSERT INTO idempotency_bindings (tenant_id, workflow_key, idempotency_key, run_id, checksum, input_hash, mode)
+				VALUES ($1, $2, $3, $4, $5, $6, $7)
+				ON CONFLICT (tenant_id, workflow_key, idempotency_key) DO NOTHING`,
+				r.TenantID, r.WorkflowKey, idempotencyKey, r.RunID, r.Checksum, r.InputHash, r.Mode)
+			if err != nil {
+				return fmt.Errorf("store: claim idempotency binding: %w", err)
+			}
+			if tag.RowsAffected() == 0 {
+				return nil // bound already; read it after this transaction
+			}
+			queued := true
+			if r.Mode == string(execution.ModeLive) {
+				limited, err := lockForEnqueue(ctx, tx, r.TenantID, r.WorkflowKey, exclusive)
+				if err != nil {
+					return err
+				}
+				queued = !limited
+			}
+			// created_at is taken under the admission lock, so the queue
+			// (queue_seq) and createdAt agree on who came first.
+			_, err = tx.Exec(ctx, `
+				INSERT INTO runs (run_id, tenant_id, workflow_key, revision, draft_revision, checksum, mode, status,
+					input, input_hash, origin, actor, permissions, fixtures, workflow_id, usage, tenant_name,
+					tool_grants, tool_policy, budget, budget_max_tokens, budget_max_cost_usd,
+					queue_seq, admitted_at, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $22 THEN 'queued' ELSE 'throttled' END, $8, $9, $10, $11, $12, $13,
+					$14, $15, $16, $17, $18, $19, $20, $21,
+					CASE WHEN $22 THEN NULL ELSE nextval('run_queue_seq') END,
+					CASE WHEN $22 THEN clock_timestamp() END, clock_timestamp())`,
+				r.RunID, r.TenantID, r.WorkflowKey, r.Revision, r.DraftRevision, r.Checksum, r.Mode,
+				[]byte(r.Input), r.InputHash, origin, actor, perms, nullJSON(r.Fixtures), r.WorkflowID, []byte(usage), r.TenantName,
+				nullableList(r.ToolGrants), nullableList(r.ToolPolicy), requested, r.Budget.MaxTokens, r.Budget.MaxCostUSD, queued)
+			if isUnstorableJSON(err) {
+				return failure.Wrap(err, failure.CodeInvalidInput, "the run input cannot be stored: %s", pgMessage(err))
+			}
+			if err != nil {
+				return fmt.Errorf("store: insert run: %w", err)
+			}
+			if !queued {
+				adm, err := admit(ctx, tx, r.TenantID, r.RunID)
+				if err != nil {
+					return err
+				}
+				out.Admitted = adm.Admitted
+			}
+			if out.Run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, r.RunID)); err != nil {
+				return fmt.Errorf("store: read new run: %w", err)
+			}
+			if queued {
+				out.Admitted = []Run{out.Run}
+			}
+			out.Created = true
+			return nil
+		})
+		if errors.Is(err, errLimitsChanged) && try == 0 {
+			exclusive = true
+			continue
 		}
-		if tag.RowsAffected() == 0 {
-			return nil // bound already; read it after this transaction
-		}
-		run, err = scanRun(tx.QueryRow(ctx, `
-			INSERT INTO runs (run_id, tenant_id, workflow_key, revision, draft_revision, checksum, mode, status,
-				input, input_hash, origin, actor, permissions, fixtures, workflow_id, usage, tenant_name,
-				tool_grants, tool_policy)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
-			RETURNING `+runColumns,
-			r.RunID, r.TenantID, r.WorkflowKey, r.Revision, r.DraftRevision, r.Checksum, r.Mode,
-			[]byte(r.Input), r.InputHash, origin, actor, perms, nullJSON(r.Fixtures), r.WorkflowID, []byte(usage), r.TenantName,
-			nullableList(r.ToolGrants), nullableList(r.ToolPolicy)))
-		if isUnstorableJSON(err) {
-			return failure.Wrap(err, failure.CodeInvalidInput, "the run input cannot be stored: %s", pgMessage(err))
-		}
-		if err != nil {
-			return fmt.Errorf("store: insert run: %w", err)
-		}
-		created = true
-		return nil
-	})
-	if err != nil {
-		return Run{}, false, err
+		break
 	}
-	if created {
-		return run, true, nil
+	if err != nil {
+		return Enqueued{}, err
+	}
+	if out.Created {
+		return out, nil
 	}
 	run, ok, err := s.BoundRun(ctx, r.TenantID, r.WorkflowKey, idempotencyKey)
 	if err != nil {
-		return Run{}, false, err
+		return Enqueued{}, err
 	}
 	if !ok {
 		// The claim above conflicted with a committed binding, whose run
 		// commits with it: its run was deleted by retention since (the
 		// binding outlives it), or was deleted while we looked.
-		return Run{}, false, s.deletedRunOf(ctx, r.TenantID, r.WorkflowKey, idempotencyKey)
+		return Enqueued{}, s.deletedRunOf(ctx, r.TenantID, r.WorkflowKey, idempotencyKey)
 	}
-	return run, false, nil
+	return Enqueued{Run: run}, nil
 }
 
 // CodeRunDeleted refuses an idempotency key whose run retention deleted
@@ -326,17 +420,18 @@ func (s *Store) ListRuns(ctx context.Context, tenantID string, f RunFilter) ([]R
 	return collectRuns(rows)
 }
 
-// QueuedRuns returns runs of every tenant still queued after olderThan,
-// oldest first: the sweeper starts their workflows again (the start is
-// idempotent on the workflow id).
+// QueuedRuns returns runs of every tenant still queued olderThan after
+// they were admitted (their enqueue, for a run never throttled), oldest
+// first: the sweeper starts their workflows again (the start is idempotent
+// on the workflow id). Throttled runs are never among them.
 func (s *Store) QueuedRuns(ctx context.Context, olderThan time.Duration, limit int) ([]Run, error) {
 	if limit <= 0 {
 		limit = DefaultRunPageSize
 	}
 	rows, err := s.Pool.Query(ctx, `
 		SELECT `+runColumns+` FROM runs
-		WHERE status = 'queued' AND created_at < now() - $1::bigint * interval '1 microsecond'
-		ORDER BY created_at
+		WHERE status = 'queued' AND COALESCE(admitted_at, created_at) < now() - $1::bigint * interval '1 microsecond'
+		ORDER BY COALESCE(admitted_at, created_at)
 		LIMIT $2`,
 		olderThan.Microseconds(), limit)
 	if err != nil {

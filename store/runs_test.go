@@ -219,7 +219,7 @@ func TestQueuedRunsAndTemporalRunID(t *testing.T) {
 	ctx := context.Background()
 	old := createRun(t, st, "t1")
 	running := createRun(t, st, "t2")
-	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '1 minute'`); err != nil {
+	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '1 minute', admitted_at = now() - interval '1 minute'`); err != nil {
 		t.Fatal(err)
 	}
 	fresh := createRun(t, st, "t1")
@@ -276,7 +276,7 @@ func TestBoundRunAndTenantName(t *testing.T) {
 		}
 	}
 	// The sweeper reads it back with the queued runs.
-	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '1 minute'`); err != nil {
+	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '1 minute', admitted_at = now() - interval '1 minute'`); err != nil {
 		t.Fatal(err)
 	}
 	queued, err := st.QueuedRuns(ctx, time.Second, 10)

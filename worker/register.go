@@ -41,15 +41,9 @@ func Register(r sdkworker.Registry, d Deps) error {
 	}
 	// Schedule firings enqueue through the one execution capability, as a
 	// service actor, like every other run.
-	resolver := catalog.NewResolver(d.Store, vars)
-	resolver.HistoryBudget = &d.Config.History
-	runs, err := starter.New(starter.Deps{
-		Store: d.Store, Temporal: d.Temporal, TaskQueue: d.Config.TaskQueue,
-		UIURL: d.Config.TemporalUIURL, Namespace: d.Config.TemporalNamespace, Logger: d.Logger,
-		Resolver: resolver, Durability: d.Config.Durability,
-	})
+	runs, err := newStarter(d, vars)
 	if err != nil {
-		return fmt.Errorf("worker: starter: %w", err)
+		return err
 	}
 	workflows.Register(r)
 	activities.Register(r, activities.Deps{Store: d.Store, Actions: actions, Logger: d.Logger, Observer: d.Metrics,
@@ -68,4 +62,21 @@ func Actions(d Deps) (*catalog.Registry, error) {
 		return nil, fmt.Errorf("worker: actions: %w", err)
 	}
 	return actions, nil
+}
+
+// newStarter is the worker's execution capability: schedule firings
+// enqueue through it, and its dispatcher starts throttled runs when runs
+// this worker settles free their slots.
+func newStarter(d Deps, vars *variables.Registry) (*starter.Starter, error) {
+	resolver := catalog.NewResolver(d.Store, vars)
+	resolver.HistoryBudget = &d.Config.History
+	runs, err := starter.New(starter.Deps{
+		Store: d.Store, Temporal: d.Temporal, TaskQueue: d.Config.TaskQueue,
+		UIURL: d.Config.TemporalUIURL, Namespace: d.Config.TemporalNamespace, Logger: d.Logger,
+		Resolver: resolver, Durability: d.Config.Durability,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker: starter: %w", err)
+	}
+	return runs, nil
 }

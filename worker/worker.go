@@ -20,6 +20,7 @@ import (
 	"github.com/weftworks/weft/reconciler"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
+	"github.com/weftworks/weft/variables"
 )
 
 // StickyScheduleToStartTimeout is how long the server waits for the worker
@@ -145,6 +146,19 @@ func Serve(ctx context.Context, d Deps) error {
 	// Every replica reconciles: SettleRun appends under the run row lock with
 	// a fixed event key, so replicas never settle a run twice.
 	go rec.Run(ctx, reconciler.DefaultInterval)
+	// Every replica dispatches too: a run this worker settles frees its
+	// slot in the settling transaction, which wakes the dispatchers
+	// (store.SlotsChannel); the decision is PostgreSQL's, under the
+	// tenant's lock, so replicas never admit past a cap.
+	vars, err := variables.Builtin(d.Store)
+	if err != nil {
+		return fmt.Errorf("worker: variables: %w", err)
+	}
+	runs, err := newStarter(d, vars)
+	if err != nil {
+		return err
+	}
+	go runs.RunDispatcher(ctx)
 	go runRetention(ctx, Retention{Store: d.Store, Temporal: d.Temporal, Namespace: d.Config.TemporalNamespace,
 		EventDays: d.Config.EventRetentionDays, RunDays: d.Config.RunRetentionDays, Logger: log})
 	log.Info("worker starting")

@@ -90,10 +90,22 @@ type OpenAIConfig struct {
 	// is bounded by the agent's deadline (its context).
 	HTTPClient *http.Client
 
+	// MaxTokensField names the request field a call's output-token limit
+	// (Request.MaxOutputTokens) is sent in: MaxCompletionTokensField (the
+	// default; what current OpenAI models require) or MaxTokensField (the
+	// older name some compatible servers still expect).
+	MaxTokensField string
+
 	MaxInlineRetryAfter time.Duration // DefaultMaxInlineRetryAfter when 0
 	MaxRateLimitWaits   int           // DefaultMaxRateLimitWaits when 0; negative: never wait
 	MaxMalformedRetries int           // DefaultMaxMalformedRetries when 0; negative: never retry
 }
+
+// The request fields an output-token limit may be sent in.
+const (
+	MaxCompletionTokensField = "max_completion_tokens"
+	MaxTokensField           = "max_tokens"
+)
 
 // apiKey holds the key behind a pointer: fmt prints a nested pointer as an
 // address, so even %+v of the provider cannot show the key.
@@ -112,6 +124,8 @@ type OpenAI struct {
 	maxWait      time.Duration
 	maxWaits     int
 	maxMalformed int
+	// legacyMaxTokens sends the output-token limit as max_tokens.
+	legacyMaxTokens bool
 }
 
 // NewOpenAI returns the provider; BaseURL and APIKey are required.
@@ -123,6 +137,12 @@ func NewOpenAI(c OpenAIConfig) (*OpenAI, error) {
 	if strings.TrimSpace(c.APIKey) == "" {
 		return nil, errors.New("provider: openai needs an API key (WEFT_OPENAI_API_KEY)")
 	}
+	switch c.MaxTokensField {
+	case "", MaxCompletionTokensField, MaxTokensField:
+	default:
+		return nil, fmt.Errorf("provider: openai max tokens field %q is not %s or %s (WEFT_OPENAI_MAX_TOKENS_FIELD)",
+			c.MaxTokensField, MaxCompletionTokensField, MaxTokensField)
+	}
 	p := &OpenAI{
 		endpoint:  strings.TrimRight(u.String(), "/") + "/chat/completions",
 		modelsURL: strings.TrimRight(u.String(), "/") + "/models",
@@ -131,6 +151,7 @@ func NewOpenAI(c OpenAIConfig) (*OpenAI, error) {
 		prices:    c.Prices,
 		client:    c.HTTPClient,
 		maxWait:   c.MaxInlineRetryAfter, maxWaits: c.MaxRateLimitWaits, maxMalformed: c.MaxMalformedRetries,
+		legacyMaxTokens: c.MaxTokensField == MaxTokensField,
 	}
 	if p.client == nil {
 		p.client = &http.Client{}
@@ -198,6 +219,21 @@ func (p *OpenAI) Turn(ctx context.Context, req Request) (Reply, error) {
 		}
 		return Reply{}, err
 	}
+}
+
+// Estimate implements Estimator: the request's input tokens (a token per
+// 4 bytes, counted generously), the reply's unknown, and the price of the
+// model the turn asks for (none when WEFT_OPENAI_PRICES does not list it).
+func (p *OpenAI) Estimate(req Request) Estimate {
+	model := req.Model
+	if model == "" {
+		model = p.model
+	}
+	est := Estimate{InputTokens: EstimateInputTokens(req)}
+	if price, ok := p.prices[model]; ok {
+		est.Price = &price
+	}
+	return est
 }
 
 // maxProbeBody bounds what a probe reads of the reply (it only needs the
@@ -374,6 +410,9 @@ type (
 		Tools          []chatTool      `json:"tools,omitempty"`
 		ToolChoice     string          `json:"tool_choice,omitempty"`
 		ResponseFormat *responseFormat `json:"response_format,omitempty"`
+		// The output-token limit, in the field the endpoint reads.
+		MaxCompletionTokens int64 `json:"max_completion_tokens,omitempty"`
+		MaxTokens           int64 `json:"max_tokens,omitempty"`
 	}
 	chatMessage struct {
 		Role       string         `json:"role"`
@@ -426,6 +465,13 @@ type (
 
 func (p *OpenAI) chatRequest(model string, req Request) chatRequest {
 	out := chatRequest{Model: model, Messages: make([]chatMessage, 0, len(req.Messages))}
+	if req.MaxOutputTokens > 0 {
+		if p.legacyMaxTokens {
+			out.MaxTokens = req.MaxOutputTokens
+		} else {
+			out.MaxCompletionTokens = req.MaxOutputTokens
+		}
+	}
 	for _, m := range req.Messages {
 		content := m.Content
 		cm := chatMessage{Role: m.Role, Content: &content, ToolCallID: m.ToolCallID}

@@ -73,6 +73,50 @@ type Request struct {
 	Decision bool
 	// Sim is the revision's sim script (sim provider only).
 	Sim *SimScript
+	// MaxOutputTokens bounds the reply's output tokens (0: no bound). The
+	// harness sets it from the run's budget reservation (and the agent's
+	// maxOutputTokens); a provider must not let a reply use more.
+	MaxOutputTokens int64
+}
+
+// Estimate is what a turn will use, as its provider can tell before
+// making it: the harness reserves it against the run's budget.
+type Estimate struct {
+	// InputTokens the request sends (an estimate for a real model).
+	InputTokens int64
+	// OutputTokens the reply will use when the provider knows it in
+	// advance (the sim); 0 when it cannot (a real model).
+	OutputTokens int64
+	// CostUSD is the turn's cost when known in advance (the sim).
+	CostUSD *float64
+	// Price prices the turn by its tokens (a priced model); nil with
+	// CostUSD nil: the turn's cost cannot be known.
+	Price *Price
+}
+
+// Estimator is implemented by providers that can estimate a turn before
+// making it (sim and openai do). For one that does not, the harness counts
+// a token per 4 bytes of the request and no price.
+type Estimator interface {
+	Estimate(req Request) Estimate
+}
+
+// EstimateInputTokens is a conservative token count of what req sends: a
+// token per 4 bytes of every message, tool and the output schema, and 4
+// tokens of framing per message (what chat formats add).
+func EstimateInputTokens(req Request) int64 {
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Role) + len(m.Content) + len(m.ToolCallID) + 16
+		for _, c := range m.ToolCalls {
+			n += len(c.ID) + len(c.Name) + len(c.Arguments) + 8
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters) + 16
+	}
+	n += len(req.OutputSchema)
+	return int64((n + 3) / 4)
 }
 
 // Reply is a model's answer to one turn: tool calls to run, or the final
@@ -159,6 +203,17 @@ type SimScript struct {
 	// ToolCalls are asked for in the first turn, in order; the final answer
 	// follows once their results are in.
 	ToolCalls []SimToolCall `json:"toolCalls,omitempty"`
+	// Usage, when given, is what every turn reports using (instead of the
+	// sim's estimate of a token per 4 bytes and no cost), so budgets can
+	// be exercised offline.
+	Usage *SimUsage `json:"usage,omitempty"`
+}
+
+// SimUsage is the usage a sim turn declares.
+type SimUsage struct {
+	InputTokens  int64   `json:"inputTokens"`
+	OutputTokens int64   `json:"outputTokens"`
+	CostUSD      float64 `json:"costUsd,omitempty"`
 }
 
 // SimToolCall is one scripted tool call.

@@ -18,8 +18,11 @@ const CodeNoDefault = "NO_DEFAULT_OUTPUT"
 // the script's output, or the deterministic schema-valid default of the
 // output schema (package sampledata, as simulation mode uses). For an agent-decision node
 // the answer is an object whose "outcome" is the script's outcome, else the
-// output's own valid outcome, else "pass". Token counts are deterministic
-// estimates (a token per 4 bytes); cost is 0.
+// output's own valid outcome, else "pass". Token counts are the script's
+// declared usage (sim.usage) when given, else deterministic estimates (a
+// token per 4 bytes) at no cost. A reply that needs more output tokens
+// than the request's MaxOutputTokens is cut there, as a model's would be:
+// no tool calls, its content truncated.
 type Sim struct{}
 
 // Name implements Provider.
@@ -30,6 +33,35 @@ func (Sim) Turn(ctx context.Context, req Request) (Reply, error) {
 	if err := ctx.Err(); err != nil {
 		return Reply{}, err
 	}
+	reply, err := simTurn(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	if limit := req.MaxOutputTokens; limit > 0 && reply.Usage.OutputTokens > limit {
+		keep := int(int64(len(reply.Content)) * limit / reply.Usage.OutputTokens)
+		reply.Content, reply.ToolCalls = reply.Content[:keep], nil
+		if reply.Usage.CostUSD > 0 {
+			reply.Usage.CostUSD = reply.Usage.CostUSD * float64(limit) / float64(reply.Usage.OutputTokens)
+		}
+		reply.Usage.OutputTokens = limit
+	}
+	return reply, nil
+}
+
+// Estimate implements Estimator: exactly what Turn will report.
+func (Sim) Estimate(req Request) Estimate {
+	reply, err := simTurn(req)
+	if err != nil {
+		// The turn will fail without using anything.
+		zero := 0.0
+		return Estimate{InputTokens: 0, OutputTokens: 0, CostUSD: &zero}
+	}
+	cost := reply.Usage.CostUSD
+	return Estimate{InputTokens: reply.Usage.InputTokens, OutputTokens: reply.Usage.OutputTokens, CostUSD: &cost}
+}
+
+// simTurn is the sim's reply to req, before any output limit.
+func simTurn(req Request) (Reply, error) {
 	in := 0
 	asked := false
 	for _, m := range req.Messages {
@@ -73,6 +105,9 @@ func (Sim) Turn(ctx context.Context, req Request) (Reply, error) {
 		out = len(reply.Content)
 	}
 	reply.Usage = Usage{InputTokens: int64((in + 3) / 4), OutputTokens: int64((out + 3) / 4), Priced: true}
+	if u := script.Usage; u != nil {
+		reply.Usage = Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD, Priced: true}
+	}
 	return reply, nil
 }
 

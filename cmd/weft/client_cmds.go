@@ -38,6 +38,7 @@ func clientCommands() []*cobra.Command {
 		newCancelCmd(),
 		newVerifyCmd(),
 		newRevocationsCmd(),
+		newLimitsCmd(),
 		newDecideCmd("approve", execution.DecisionApprove),
 		newDecideCmd("reject", execution.DecisionReject),
 		newApprovalsCmd(),

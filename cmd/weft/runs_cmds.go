@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ func newRunCmd() *cobra.Command {
 		wait, quiet, noTools        bool
 		timeout                     time.Duration
 		toolGrants                  []string
+		maxTokens                   int64
+		maxCostUSD                  float64
 	)
 	cmd := &cobra.Command{
 		Use:   "run KEY --input JSON [--wait]",
@@ -40,7 +43,15 @@ and exits 0 only when the run succeeded (1 when it failed or was cancelled).
 
 --tool-grant actionId@version (repeatable) narrows what the run's agents may
 call to the tools listed; --no-tools grants none. The grants are part of the
-idempotency key's binding: the same key with other grants is refused.`,
+idempotency key's binding: the same key with other grants is refused.
+
+--max-tokens and --max-cost-usd set the run's budget (what its agents' model
+calls may spend; what you leave out takes the workflow's default). A call
+the budget cannot cover fails its agent node with BUDGET_EXCEEDED. The budget
+is part of the idempotency key's binding too.
+
+A run over its workflow's or tenant's limits (weft limits) is accepted as
+throttled, with its place in the queue, and starts when a slot frees.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -65,6 +76,15 @@ idempotency key's binding: the same key with other grants is refused.`,
 				req.ToolGrants = []string{}
 			case len(toolGrants) > 0:
 				req.ToolGrants = toolGrants
+			}
+			if cmd.Flags().Changed("max-tokens") || cmd.Flags().Changed("max-cost-usd") {
+				req.Budget = &client.Budget{}
+				if cmd.Flags().Changed("max-tokens") {
+					req.Budget.MaxTokens = &maxTokens
+				}
+				if cmd.Flags().Changed("max-cost-usd") {
+					req.Budget.MaxCostUSD = &maxCostUSD
+				}
 			}
 			if fixtures != "" {
 				if !json.Valid([]byte(fixtures)) {
@@ -97,7 +117,14 @@ idempotency key's binding: the same key with other grants is refused.`,
 				if !acc.Created {
 					again = " (this idempotency key already started it)"
 				}
-				fmt.Fprintf(out, "run %s %s: workflow %s revision %d, mode %s%s\n", acc.RunID, acc.Status, key, acc.Revision, r.Mode, again)
+				fmt.Fprintf(out, "run %s %s: workflow %s revision %d, mode %s%s\n", acc.RunID, statusText(acc.Status, acc.Position),
+					key, acc.Revision, r.Mode, again)
+				if acc.Status == client.StatusThrottled {
+					fmt.Fprintf(out, "waiting for a slot under the workflow's or tenant's limits (weft limits); it starts when one frees\n")
+				}
+				if r.Budget != nil {
+					fmt.Fprintf(out, "budget: %s\n", budgetText(*r.Budget))
+				}
 				if r.Temporal.UIURL != "" {
 					fmt.Fprintf(out, "web ui: %s\n", r.Temporal.UIURL)
 				}
@@ -132,7 +159,32 @@ idempotency key's binding: the same key with other grants is refused.`,
 	f.DurationVar(&timeout, "timeout", 0, "with --wait, stop waiting after this long (0: no limit)")
 	f.StringArrayVar(&toolGrants, "tool-grant", nil, "a tool (actionId@version) the run's agents may call; repeat for more (default: no narrowing)")
 	f.BoolVar(&noTools, "no-tools", false, "grant the run's agents no tool at all")
+	f.Int64Var(&maxTokens, "max-tokens", 0, "budget: the most tokens (input and output) the run's model calls may use")
+	f.Float64Var(&maxCostUSD, "max-cost-usd", 0, "budget: the most US dollars the run's model calls may cost")
 	return cmd
+}
+
+// statusText is a run status, with a throttled run's place in its queue.
+func statusText(status string, position int) string {
+	if status == client.StatusThrottled && position > 0 {
+		return fmt.Sprintf("%s #%d", status, position)
+	}
+	return status
+}
+
+// budgetText renders a budget, "none" for no bound.
+func budgetText(b client.Budget) string {
+	var parts []string
+	if b.MaxTokens != nil {
+		parts = append(parts, fmt.Sprintf("%d tokens", *b.MaxTokens))
+	}
+	if b.MaxCostUSD != nil {
+		parts = append(parts, fmt.Sprintf("$%s", strconv.FormatFloat(*b.MaxCostUSD, 'f', -1, 64)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // toolList renders a tool list, "(none)" when empty.
@@ -198,6 +250,8 @@ func (p *progress) line(ev client.Event) string {
 		if e := d.RunError; e != nil {
 			detail = append(detail, strings.TrimSuffix(e.Code+": "+e.Message+" "+e.NodeID, " "))
 		}
+	case execution.EventRunThrottled, execution.EventRunAdmitted, "agent.budget.exceeded":
+		detail = append(detail, limitsDetail(ev))
 	}
 	if d.Error != nil {
 		detail = append(detail, d.Error.Type+": "+d.Error.Message)
@@ -214,6 +268,39 @@ func (p *progress) line(ev client.Event) string {
 	}
 	return strings.TrimRight(fmt.Sprintf("[%d/%s] +%.3fs %-26s %-12s %s", len(p.done), total,
 		ev.At.Sub(p.start).Seconds(), ev.Type, ev.NodeID, strings.Join(detail, "; ")), " ")
+}
+
+// limitsDetail summarises run.throttled (position, reason), run.admitted
+// (how long it waited) and agent.budget.exceeded (spent of allowed).
+func limitsDetail(ev client.Event) string {
+	var d struct {
+		Position  int    `json:"position"`
+		Reason    string `json:"reason"`
+		WaitedMs  int64  `json:"waitedMs"`
+		Dimension string `json:"dimension"`
+		Spent     struct {
+			Total   int64   `json:"total"`
+			CostUSD float64 `json:"costUsd"`
+		} `json:"spent"`
+		Allowed struct {
+			Total   *int64   `json:"total"`
+			CostUSD *float64 `json:"costUsd"`
+		} `json:"allowed"`
+	}
+	_ = json.Unmarshal(ev.Data, &d)
+	switch ev.Type {
+	case execution.EventRunThrottled:
+		return fmt.Sprintf("position %d (%s)", d.Position, d.Reason)
+	case execution.EventRunAdmitted:
+		return fmt.Sprintf("after %s", (time.Duration(d.WaitedMs) * time.Millisecond).String())
+	}
+	if d.Dimension == "costUsd" && d.Allowed.CostUSD != nil {
+		return fmt.Sprintf("spent $%s of $%s", strconv.FormatFloat(d.Spent.CostUSD, 'f', -1, 64), strconv.FormatFloat(*d.Allowed.CostUSD, 'f', -1, 64))
+	}
+	if d.Allowed.Total != nil {
+		return fmt.Sprintf("spent %d of %d tokens", d.Spent.Total, *d.Allowed.Total)
+	}
+	return ""
 }
 
 // toolDetail summarises a tool.* event of an agent node: the tool, and
@@ -334,7 +421,7 @@ func newRunsCmd() *cobra.Command {
 				}
 				rows := make([]string, 0, len(page.Runs))
 				for _, r := range page.Runs {
-					rows = append(rows, fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s", r.RunID, r.WorkflowKey, r.Revision, r.Mode, r.Status,
+					rows = append(rows, fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s", r.RunID, r.WorkflowKey, r.Revision, r.Mode, statusText(r.Status, r.Position),
 						r.Origin.Kind, r.CreatedAt.Local().Format(time.DateTime)))
 				}
 				return rows, page.NextCursor, nil
@@ -343,7 +430,7 @@ func newRunsCmd() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.WorkflowKey, "key", "", "only runs of this workflow")
-	fl.StringVar(&f.Status, "status", "", "only runs in this status: queued, running, succeeded, failed or cancelled")
+	fl.StringVar(&f.Status, "status", "", "only runs in this status: throttled, queued, running, succeeded, failed or cancelled")
 	fl.IntVar(&f.Limit, "limit", 50, "runs per page")
 	fl.BoolVar(&all, "all", false, "list every page, not only the first")
 	return cmd

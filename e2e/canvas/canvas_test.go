@@ -285,6 +285,60 @@ func TestCancelFromThePage(t *testing.T) {
 	}
 }
 
+// TestThrottledRunOnTheCanvas: a run over its workflow's cap shows
+// throttled with its place in the queue in the runs list (filtered by the
+// new status) and on its page, which explains the wait; Cancel there
+// removes it from the queue and it never starts; the workflow's page shows
+// its limits.
+func TestThrottledRunOnTheCanvas(t *testing.T) {
+	w := env(t)
+	w.publish(t, "gated", napGraph)
+	if res := w.do(t, http.MethodPut, "/v1/workflows/gated/limits", map[string]any{"maxConcurrentRuns": 1}); res.Status != http.StatusOK {
+		t.Fatalf("set limits: %d %s", res.Status, res.Body)
+	}
+	holder := w.run(t, "gated", map[string]any{"ms": 120000})
+	t.Cleanup(func() { w.do(t, http.MethodPost, "/v1/runs/"+holder+"/cancel", nil) })
+	waiter := w.run(t, "gated", map[string]any{"ms": 1})
+	if got := w.runStatus(t, waiter); got != "throttled" {
+		t.Fatalf("the second run is %s, want throttled", got)
+	}
+
+	ctx := w.tab(t)
+	w.open(t, ctx, "/ui/runs?workflowKey=gated&status=throttled", w.devToken)
+	waitFor(t, ctx, "the throttled run listed with its place in the queue",
+		fmt.Sprintf(`document.querySelector('tr[data-run-id=%q] [data-status=throttled]')?.textContent === 'throttled #1' &&
+			document.querySelectorAll('[data-testid=run-list] tbody tr').length === 1`, waiter))
+	if got := eval[string](t, ctx, `document.querySelector('select[name=status]').value`); got != "throttled" {
+		t.Errorf("the status filter shows %q", got)
+	}
+
+	w.open(t, ctx, "/ui/runs/"+waiter, w.devToken)
+	waitFor(t, ctx, "the run page of the throttled run", `document.querySelector('[data-testid=run-page]')?.dataset.runStatus === 'throttled' &&
+		document.querySelector('[data-testid=throttled-note]')?.textContent.includes('#1') && `+nodeStatus("nap", "pending"))
+	screenshot(t, ctx, "canvas-throttled")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=cancel-run]`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=confirm-cancel]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the throttled run cancelled on the page", `document.querySelector('[data-testid=run-page]')?.dataset.runStatus === 'cancelled' &&
+		document.querySelector('[data-testid=run-error]')?.textContent.includes('never started')`)
+	if got := w.runStatus(t, waiter); got != "cancelled" {
+		t.Fatalf("the API says the run is %s", got)
+	}
+	var started bool
+	for _, ev := range w.do(t, http.MethodGet, "/v1/runs/"+waiter+"/events", nil).JSON(t)["events"].([]any) {
+		started = started || ev.(map[string]any)["type"] == "run.started"
+	}
+	if started {
+		t.Error("the cancelled throttled run started")
+	}
+
+	w.open(t, ctx, "/ui/workflows/gated", w.devToken)
+	waitFor(t, ctx, "the workflow's limits", `document.querySelector('[data-testid=workflow-limits]')?.textContent.includes('at most 1 at once')`)
+}
+
 // TestSignInAndDenied: without a token the canvas asks for one and
 // accepts a pasted token; a refused token returns to sign-in; a token
 // without runs.read sees the denied state naming runs.read.

@@ -4,8 +4,9 @@ import { useEffect, useMemo, useState } from 'react';
 import type { ApiError } from './api';
 import { GraphList, GraphView } from './graphview';
 import { NodePanel } from './nodepanel';
+import { runStatusLabel } from './runstate';
 import type { Route } from './router';
-import type { Graph, Page, RevisionDetail, Run, WorkflowDetail, WorkflowSummary } from './types';
+import type { Graph, Page, RevisionDetail, Run, WorkflowDetail, WorkflowLimits, WorkflowSummary } from './types';
 import {
   asApiError,
   Empty,
@@ -125,6 +126,32 @@ function LastRuns({ workflowKey }: { workflowKey: string }) {
   );
 }
 
+/** limitsText renders a workflow's limits, or null when it has none. */
+export function limitsText(l: WorkflowLimits): string | null {
+  const parts: string[] = [];
+  if (l.maxConcurrentRuns !== null) parts.push(`at most ${l.maxConcurrentRuns} at once`);
+  if (l.maxStartsPerMinute !== null) parts.push(`${l.maxStartsPerMinute} starts/min`);
+  if (l.budget.maxTokens !== null) parts.push(`budget ${l.budget.maxTokens} tokens`);
+  if (l.budget.maxCostUsd !== null) parts.push(`budget $${l.budget.maxCostUsd}`);
+  return parts.length ? parts.join(', ') : null;
+}
+
+function LimitsFacts({ limits }: { limits: WorkflowLimits }) {
+  const text = limitsText(limits);
+  if (!text && limits.throttled === 0) return null;
+  return (
+    <span data-testid="workflow-limits">
+      limits: {text ?? 'none'} · {limits.running} running
+      {limits.throttled > 0 && (
+        <>
+          ,{' '}
+          <Link to={{ name: 'runs', filter: { workflowKey: limits.workflowKey, status: 'throttled' } }}>{limits.throttled} throttled</Link>
+        </>
+      )}
+    </span>
+  );
+}
+
 export function WorkflowPage({ workflowKey }: { workflowKey: string }) {
   const { client } = useSession();
   const [load, reload] = useLoad(async () => {
@@ -157,6 +184,7 @@ export function WorkflowPage({ workflowKey }: { workflowKey: string }) {
                   ) : (
                     <span className="badge">not published</span>
                   )}
+                  {w.limits && <LimitsFacts limits={w.limits} />}
                 </div>
               </div>
               <Link className="btn" to={{ name: 'runs', filter: { workflowKey: w.key } }}>
@@ -301,7 +329,7 @@ function GraphWithPanel({
   );
 }
 
-const STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
+const STATUSES = ['throttled', 'queued', 'running', 'succeeded', 'failed', 'cancelled'];
 const MODES = ['live', 'simulation'];
 
 export function RunsPage({ filter }: { filter: { workflowKey?: string; status?: string; mode?: string } }) {
@@ -441,7 +469,7 @@ function RunsTable({ filter, limit, compact }: { filter: { workflowKey?: string;
                 {r.workflowKey} <span className="muted">{r.revision ? `r${r.revision}` : `draft r${r.draftRevision ?? '?'}`}</span>
               </td>
               <td>
-                <StatusBadge status={r.status} />
+                <StatusBadge status={r.status} label={runStatusLabel(r.status, r.position)} />
               </td>
               <td>
                 <ModeBadge mode={r.mode} />

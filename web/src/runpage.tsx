@@ -9,7 +9,7 @@ import { useCallback, useEffect, useMemo, useState } from 'react';
 import { ApiError } from './api';
 import { GraphList, GraphView } from './graphview';
 import { NodePanel } from './nodepanel';
-import { applyEvents, awaitingApproval, fromProjection, initialState, isTerminal, settle, virtualElapsedMs, type NodeView } from './runstate';
+import { applyEvents, awaitingApproval, fromProjection, initialState, isTerminal, runStatusLabel, settle, virtualElapsedMs, type NodeView } from './runstate';
 import type { Graph, RevisionDetail, Run, RunEvent } from './types';
 import {
   asApiError,
@@ -137,6 +137,17 @@ export function RunPage({ runId }: { runId: string }) {
     return settle(applyEvents(initialState(run, nodeList), events), run.status);
   }, [run, nodeList, events, stream]);
 
+  // A throttled run's place in its queue moves as runs ahead of it start:
+  // read it again every few seconds until the run is admitted.
+  const throttled = run?.status === 'throttled' && state?.status === 'throttled';
+  useEffect(() => {
+    if (!throttled) return;
+    const id = window.setInterval(() => {
+      client.getRun(runId).then(setRun, () => undefined);
+    }, 5000);
+    return () => window.clearInterval(id);
+  }, [throttled, client, runId]);
+
   if (runError) return <div className="page"><ErrorState error={runError} what="run" retry={() => setTick((t) => t + 1)} /></div>;
   if (!run || !state || !source) return <div className="page"><Loading what="run" /></div>;
 
@@ -162,7 +173,7 @@ export function RunPage({ runId }: { runId: string }) {
           </div>
           <h1>
             <span title={run.runId}>Run {shortId(run.runId)}</span>{' '}
-            <StatusBadge status={status} />{' '}
+            <StatusBadge status={status} label={runStatusLabel(status, status === 'throttled' ? run.position : undefined)} />{' '}
             <ModeBadge mode={run.mode} />{' '}
             {!terminal && stream === 'live' && (
               <span className="badge live" data-testid="live-badge">
@@ -180,7 +191,7 @@ export function RunPage({ runId }: { runId: string }) {
             <span>
               by {run.actor.name || run.actor.sub} via {run.origin.kind}
             </span>
-            <span>started {formatTime(run.startedAt ?? run.createdAt)}</span>
+            <span>{run.startedAt ? `started ${formatTime(run.startedAt)}` : `enqueued ${formatTime(run.createdAt)}`}</span>
             {run.finishedAt && run.startedAt && <span>took {formatDuration(Date.parse(run.finishedAt) - Date.parse(run.startedAt))}</span>}
           </div>
           {sim && (
@@ -195,6 +206,13 @@ export function RunPage({ runId }: { runId: string }) {
               )}
             </div>
           )}
+          {status === 'throttled' && (
+            <div className="note" data-testid="throttled-note">
+              Waiting for a slot under the workflow's or the tenant's limits
+              {run.position ? <> (#{run.position} in the workflow's queue)</> : null}: it starts when a run ahead of it finishes.
+              Cancelling it removes it from the queue; it never starts.
+            </div>
+          )}
           {state.cancelRequested && !terminal && <div className="note">Cancel requested: in-flight nodes are being asked to stop.</div>}
           {(run.error || state.error) && (
             <div className="error-box" data-testid="run-error">
@@ -204,7 +222,7 @@ export function RunPage({ runId }: { runId: string }) {
           )}
         </div>
         <div className="actions">
-          {run.temporal.uiUrl && (
+          {run.temporal.uiUrl && status !== 'throttled' && (
             <a className="btn" href={run.temporal.uiUrl} target="_blank" rel="noreferrer noopener" data-testid="temporal-link">
               Temporal Web UI ↗
             </a>
@@ -268,7 +286,23 @@ export function RunPage({ runId }: { runId: string }) {
 
 function Usage({ run }: { run: Run }) {
   const u = run.usage ?? {};
-  if (!u.calls) return <div className="muted" data-testid="usage">No agent calls: no tokens used, no cost.</div>;
+  const b = run.budget;
+  const bounds = b ? [b.maxTokens !== null ? `${b.maxTokens} tokens` : '', b.maxCostUsd !== null ? `$${b.maxCostUsd}` : ''].filter(Boolean) : [];
+  const budget =
+    bounds.length > 0 ? (
+      <>
+        <dt>budget</dt>
+        <dd data-testid="budget">{bounds.join(', ')}</dd>
+      </>
+    ) : null;
+  if (!u.calls) {
+    return (
+      <>
+        <div className="muted" data-testid="usage">No agent calls: no tokens used, no cost.</div>
+        {budget && <dl className="kv">{budget}</dl>}
+      </>
+    );
+  }
   return (
     <dl className="kv" data-testid="usage">
       <dt>agent calls</dt>
@@ -279,6 +313,7 @@ function Usage({ run }: { run: Run }) {
       </dd>
       <dt>cost</dt>
       <dd>${(u.costUsd ?? 0).toFixed(4)}</dd>
+      {budget}
     </dl>
   );
 }

@@ -7,6 +7,7 @@ import {
   initialState,
   onDeadPath,
   RECOVERY_EVENTS,
+  runStatusLabel,
   settle,
   STATUS_LABEL,
   virtualElapsedMs,
@@ -194,6 +195,41 @@ describe('node states from events', () => {
     } as unknown as Run;
     const s = fromProjection(run);
     expect(s.nodes.a).toMatchObject({ status: 'succeeded', attempt: 2, port: 'out' });
+  });
+});
+
+describe('throttled runs', () => {
+  it('moves a throttled run to queued when admitted, then running', () => {
+    seq = 0;
+    let s = initialState({ status: 'throttled' }, [{ id: 'a', kind: 'action' }]);
+    expect(s.status).toBe('throttled');
+    s = applyEvents(s, [ev('run.throttled', undefined, undefined, { position: 2, reason: 'WORKFLOW_CONCURRENCY' })]);
+    expect(s.status).toBe('throttled');
+    expect(s.nodes.a.status).toBe('pending');
+    s = applyEvents(s, [ev('run.admitted', undefined, undefined, { waitedMs: 1500 })]);
+    expect(s.status).toBe('queued');
+    s = applyEvents(s, [ev('run.started'), ev('node.started', 'a', 1)]);
+    expect(s.status).toBe('running');
+    expect(s.nodes.a.status).toBe('running');
+  });
+
+  it('cancels a throttled run that never started', () => {
+    seq = 0;
+    let s = initialState({ status: 'throttled' }, [{ id: 'a', kind: 'action' }]);
+    s = applyEvents(s, [
+      ev('run.throttled', undefined, undefined, { position: 1 }),
+      ev('run.cancelled', undefined, undefined, { runError: { code: 'CANCELLED', message: 'cancelled while it waited for a slot' } }),
+    ]);
+    s = settle(s, 'cancelled');
+    expect(s.status).toBe('cancelled');
+    expect(s.error?.code).toBe('CANCELLED');
+    expect(s.nodes.a.status).toBe('cancelled');
+  });
+
+  it('labels a throttled run with its place in the queue', () => {
+    expect(runStatusLabel('throttled', 3)).toBe('throttled #3');
+    expect(runStatusLabel('throttled')).toBe('throttled');
+    expect(runStatusLabel('running', 3)).toBe('running');
   });
 });
 

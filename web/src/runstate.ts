@@ -136,8 +136,12 @@ function applyOne(s: RunState, ev: RunEvent): void {
     if (!s.virtualStart) s.virtualStart = virtualAt;
   }
   switch (ev.type) {
+    case 'run.admitted':
+      // A throttled run got its slot: its start is being issued.
+      if (s.status === 'throttled') s.status = 'queued';
+      return;
     case 'run.started':
-      if (s.status === 'queued') s.status = 'running';
+      if (s.status === 'queued' || s.status === 'throttled') s.status = 'running';
       return;
     case 'run.cancel.requested':
       s.cancelRequested = true;
@@ -319,6 +323,12 @@ export const STATUS_LABEL: Record<NodeStatus, string> = {
   skipped: 'skipped',
   cancelled: 'cancelled',
 };
+
+/** The label of a run status: a throttled run shows its place in the queue. */
+export function runStatusLabel(status: string, position?: number): string {
+  if (status === 'throttled') return position ? `throttled #${position}` : 'throttled';
+  return status;
+}
 
 /** Whether a node lies on a dead path (skipped because an input died). */
 export function onDeadPath(n: NodeView): boolean {

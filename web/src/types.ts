@@ -73,9 +73,24 @@ export interface RevisionSummary {
   publishedAt: string;
 }
 
+/** A workflow's caps and default budget, and what its runs hold of them. */
+export interface WorkflowLimits {
+  workflowKey: string;
+  maxConcurrentRuns: number | null;
+  maxStartsPerMinute: number | null;
+  budget: Budget;
+  running: number;
+  throttled: number;
+  startsLastMinute: number;
+  updatedBy: string | null;
+  updatedAt: string | null;
+}
+
 export interface WorkflowDetail extends WorkflowSummary {
   draft: { revision: number; savedBy: string; savedAt: string; graph: Graph };
   published: RevisionSummary | null;
+  /** Absent from servers older than limits. */
+  limits?: WorkflowLimits;
 }
 
 export interface ActionContract {
@@ -104,7 +119,14 @@ export interface RevisionDetail extends RevisionSummary {
   estimatedHistoryEvents: number;
 }
 
-export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+/** throttled: accepted over a limit, waiting for a slot (never started); queued: its start pending. */
+export type RunStatus = 'throttled' | 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+/** A run's budget: what its agents' model calls may spend (null: no bound). */
+export interface Budget {
+  maxCostUsd: number | null;
+  maxTokens: number | null;
+}
 export type Mode = 'live' | 'simulation';
 export type NodeStatus =
   | 'pending'
@@ -170,6 +192,12 @@ export interface Run {
   createdAt: string;
   startedAt?: string;
   finishedAt?: string;
+  /** When the run got its slot under its limits; absent while throttled. */
+  admittedAt?: string;
+  /** A throttled run's place in its workflow's queue (1 is next). */
+  position?: number;
+  /** The run's effective budget; null when it has none. */
+  budget?: Budget | null;
 }
 
 export interface RunEvent {

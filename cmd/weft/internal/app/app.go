@@ -93,6 +93,7 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 	}
 	logger.Info("api listening", "addr", ln.Addr().String())
 	go a.starter.RunSweeper(ctx, 0)
+	go a.starter.RunDispatcher(ctx)
 	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFeed()
 	go func() { _ = a.feed.Run(feedCtx) }()
@@ -114,9 +115,9 @@ type apiParts struct {
 
 // newAPI builds the HTTP handler (the API, and the canvas under /ui/) and
 // the starter its run routes enqueue through. The caller runs the starter's
-// sweeper (every API replica may) and the event feed. m is served at
-// /metrics; `weft dev` shares it with its worker. eagerStart is for `weft
-// dev` only, whose worker polls the task queue through tc (see
+// sweeper and dispatcher (every API replica may) and the event feed. m is
+// served at /metrics; `weft dev` shares it with its worker. eagerStart is for
+// `weft dev` only, whose worker polls the task queue through tc (see
 // starter.Deps.EagerStart).
 func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger, eagerStart bool) (apiParts, error) {
 	// One variable registry and one resolver (with its compile cache) serve
