@@ -17,7 +17,6 @@ import (
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
-	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 )
@@ -344,14 +343,15 @@ func (s *Server) tenantRun(c echo.Context, tenant string) (store.Run, error) {
 }
 
 // projectNodes folds the run's events into node states, listed in compiled
-// order so nodes that have not run yet show as pending (see nodeProjection).
+// order so nodes that have not run yet show as pending (see
+// execution.NodeProjection).
 func (s *Server) projectNodes(c echo.Context, r store.Run) ([]execution.NodeState, error) {
 	ctx := c.Request().Context()
 	compiled, err := s.deps.Store.GetCompiled(ctx, r.TenantID, r.Checksum)
 	if err != nil {
 		return nil, err
 	}
-	p := newNodeProjection(compiled.Document.Nodes)
+	p := execution.NewNodeProjection(compiled.Document.Nodes)
 	var after int64
 	for {
 		events, err := s.deps.Store.ListEvents(ctx, r.TenantID, r.RunID, after, projectPage)
@@ -359,142 +359,14 @@ func (s *Server) projectNodes(c echo.Context, r store.Run) ([]execution.NodeStat
 			return nil, err
 		}
 		for _, ev := range events {
-			p.apply(ev)
+			p.Apply(execution.RecordedEvent{Type: ev.Type, NodeID: ev.NodeID, Attempt: ev.Attempt, At: ev.At, Data: ev.Data})
 			after = ev.Seq
 		}
 		if len(events) < projectPage {
 			break
 		}
 	}
-	return p.states(r.Status), nil
-}
-
-// ReasonRunClosed is the reason a node shows cancelled when its run is
-// terminal but its own events leave it open (pending, running or waiting):
-// the run was closed without the interpreter settling it, e.g. terminated
-// or timed out outside weft and settled by the reconciler. No event says
-// so; the log keeps exactly what was recorded.
-const ReasonRunClosed = "RUN_CLOSED"
-
-// nodeProjection folds a run's events into its node states.
-type nodeProjection struct {
-	order []string
-	byID  map[string]*execution.NodeState
-}
-
-func newNodeProjection(nodes []graph.Node) *nodeProjection {
-	p := &nodeProjection{order: make([]string, 0, len(nodes)), byID: make(map[string]*execution.NodeState, len(nodes))}
-	for _, n := range nodes {
-		p.order = append(p.order, n.ID)
-		p.byID[n.ID] = &execution.NodeState{ID: n.ID, Kind: string(n.Kind), Status: execution.NodePending}
-	}
-	return p
-}
-
-// apply folds one event (in seq order); run events and events of unknown
-// nodes change nothing.
-func (p *nodeProjection) apply(ev store.Event) {
-	if st, ok := p.byID[ev.NodeID]; ok && ev.NodeID != "" {
-		applyNodeEvent(st, ev)
-	}
-}
-
-// states returns the node states in compiled order. On a run whose status
-// is terminal no node is left pending, running or waiting: such a node
-// shows cancelled with reason ReasonRunClosed (its attempt count and error
-// stay as the events left them), so the API never claims work runs on a
-// closed run.
-func (p *nodeProjection) states(runStatus string) []execution.NodeState {
-	closed := execution.Terminal(runStatus)
-	out := make([]execution.NodeState, 0, len(p.order))
-	for _, id := range p.order {
-		st := *p.byID[id]
-		if closed {
-			switch st.Status {
-			case execution.NodePending, execution.NodeRunning, execution.NodeWaiting, execution.NodeAwaitingApproval:
-				st.Status, st.Reason = execution.NodeCancelled, ReasonRunClosed
-				if a := st.Approval; a != nil && a.Status == execution.ApprovalPending {
-					cancelled := *a
-					cancelled.Status = execution.ApprovalCancelled
-					st.Approval = &cancelled
-				}
-			}
-		}
-		out = append(out, st)
-	}
-	return out
-}
-
-// applyNodeEvent advances one node's state by one event, mirroring the
-// interpreter's own state (the `state` query), so the API and
-// `temporal workflow query` agree. Events of other writers (tool.*) leave
-// the state as it is.
-func applyNodeEvent(st *execution.NodeState, ev store.Event) {
-	var d execution.EventData
-	_ = json.Unmarshal(ev.Data, &d)
-	if ev.Attempt > st.Attempt {
-		st.Attempt = ev.Attempt
-	}
-	errOf := func() (string, string) {
-		if d.Error == nil {
-			return "", ""
-		}
-		return d.Error.Type, d.Error.Message
-	}
-	switch ev.Type {
-	case execution.EventNodeStarted:
-		st.Status, st.Reason, st.Error = execution.NodeRunning, "", ""
-	case execution.EventNodeRetryScheduled:
-		st.Status = execution.NodeWaiting
-	case execution.EventNodeCompleted:
-		st.Status, st.Port, st.Reason, st.Error = execution.NodeSucceeded, d.Port, "", ""
-	case execution.EventNodeFailed:
-		st.Status = execution.NodeFailed
-		st.Reason, st.Error = errOf()
-	case execution.EventNodeSkipped:
-		st.Status, st.Reason = execution.NodeSkipped, d.Reason
-	case execution.EventNodeCancelAcknowledged:
-		st.Status, st.Reason = execution.NodeCancelled, execution.SkipCancelled
-		if d.Error != nil {
-			st.Reason, st.Error = errOf()
-		}
-		if a := st.Approval; a != nil && a.Status == execution.ApprovalPending {
-			a.Status = execution.ApprovalCancelled
-		}
-	case execution.EventNodeCancelUnacked:
-		st.Status, st.Reason = execution.NodeCancelled, "CANCEL_UNACKNOWLEDGED"
-	case execution.EventNodeLateResult:
-		st.Status, st.Port, st.Reason = execution.NodeCancelled, d.Port, "LATE_RESULT"
-	case execution.EventNodeApprovalRequested:
-		at := ev.At
-		if d.VirtualAt != nil {
-			at = *d.VirtualAt
-		}
-		st.Status = execution.NodeAwaitingApproval
-		st.Approval = &execution.ApprovalState{Request: d.Request, Status: execution.ApprovalPending, TimeoutMs: d.TimeoutMs,
-			RequestedAt: at, DeadlineAt: d.DeadlineAt, Call: d.Call}
-	case execution.EventNodeApprovalDecided, execution.EventNodeApprovalTimedOut:
-		if a := st.Approval; a != nil && a.Request == d.Request {
-			at := ev.At
-			a.DecidedAt, a.Status = &at, execution.ApprovalTimedOut
-			if ev.Type == execution.EventNodeApprovalDecided {
-				a.Status, a.Actor, a.Comment = execution.ApprovalRejected, d.Actor, d.Comment
-				if d.Decision == execution.DecisionApprove {
-					a.Status = execution.ApprovalApproved
-				}
-			}
-		}
-		// An approval node completes next; an agent resumes its attempt.
-		st.Status = execution.NodeRunning
-	case execution.EventNodeAttemptLeaseLost, execution.EventNodeAttemptInfraRetry:
-		// The same attempt goes out again: the node keeps running, and
-		// shows how often it was recovered and from what.
-		st.Status, st.Redispatches, st.Infra = execution.NodeRunning, d.Redispatch, d.Code
-		if st.InfraSince == nil {
-			at := ev.At
-			st.InfraSince = &at
-		}
-	}
+	return p.States(r.Status), nil
 }
 
 // eventBody is one event as the API shows it (SPEC §10).

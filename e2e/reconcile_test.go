@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/reconciler"
@@ -73,7 +72,7 @@ func TestRunsClosedOutsideWeftAreReconciled(t *testing.T) {
 		e.checkChain(c.id)
 
 		// The projection does not claim work runs on a closed run: nodes
-		// the interpreter never settled show cancelled (api.ReasonRunClosed), while
+		// the interpreter never settled show cancelled (execution.ReasonRunClosed), while
 		// the log keeps what was recorded.
 		for _, n := range v.Nodes {
 			switch n.Status {
@@ -87,12 +86,12 @@ func TestRunsClosedOutsideWeftAreReconciled(t *testing.T) {
 			require.Empty(t, reason)
 			status, attempt, _, reason := v.node(t, "nap")
 			require.Equal(t, execution.NodeCancelled, status, "nap was mid-attempt when Temporal terminated the run")
-			require.Equal(t, api.ReasonRunClosed, reason)
+			require.Equal(t, execution.ReasonRunClosed, reason)
 			require.Equal(t, 1, attempt)
 			for _, id := range []string{"after", "out"} {
 				status, attempt, _, reason = v.node(t, id)
 				require.Equal(t, execution.NodeCancelled, status, id)
-				require.Equal(t, api.ReasonRunClosed, reason, id)
+				require.Equal(t, execution.ReasonRunClosed, reason, id)
 				require.Zero(t, attempt, id)
 			}
 			var napEvents []string

@@ -1,4 +1,4 @@
-package api
+package execution_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
-	"github.com/weftworks/weft/store"
 )
 
 // A run closed without the interpreter settling its nodes (terminated
@@ -21,15 +20,13 @@ func TestNodeProjectionClosesOpenNodesOfATerminalRun(t *testing.T) {
 		{ID: "in", Kind: graph.KindInput}, {ID: "a", Kind: graph.KindAction}, {ID: "b", Kind: graph.KindAction},
 		{ID: "c", Kind: graph.KindAction}, {ID: "skip", Kind: graph.KindAction}, {ID: "out", Kind: graph.KindOutput},
 	}
-	var seq int64
-	ev := func(typ, node string, attempt int, data string) store.Event {
-		seq++
+	ev := func(typ, node string, attempt int, data string) execution.RecordedEvent {
 		if data == "" {
 			data = "{}"
 		}
-		return store.Event{Seq: seq, Type: typ, NodeID: node, Attempt: attempt, Data: json.RawMessage(data)}
+		return execution.RecordedEvent{Type: typ, NodeID: node, Attempt: attempt, Data: json.RawMessage(data)}
 	}
-	events := []store.Event{
+	events := []execution.RecordedEvent{
 		ev(execution.EventRunStarted, "", 0, ""),
 		ev(execution.EventNodeStarted, "in", 1, ""),
 		ev(execution.EventNodeCompleted, "in", 1, `{"port":"out"}`),
@@ -43,13 +40,13 @@ func TestNodeProjectionClosesOpenNodesOfATerminalRun(t *testing.T) {
 		ev(execution.EventRunFailed, "", 0, `{"reason":"TERMINATED_OUTSIDE_WEFT"}`),
 	}
 	project := func(status string) map[string]execution.NodeState {
-		p := newNodeProjection(nodes)
+		p := execution.NewNodeProjection(nodes)
 		for _, e := range events {
-			p.apply(e)
+			p.Apply(e)
 		}
 		out := map[string]execution.NodeState{}
 		var order []string
-		for _, st := range p.states(status) {
+		for _, st := range p.States(status) {
 			out[st.ID] = st
 			order = append(order, st.ID)
 		}
@@ -66,11 +63,11 @@ func TestNodeProjectionClosesOpenNodesOfATerminalRun(t *testing.T) {
 	for _, status := range []string{execution.StatusFailed, execution.StatusCancelled, execution.StatusSucceeded} {
 		got := project(status)
 		require.Equal(t, execution.NodeState{ID: "in", Kind: "input", Status: execution.NodeSucceeded, Attempt: 1, Port: "out"}, got["in"], status)
-		require.Equal(t, execution.NodeState{ID: "a", Kind: "action", Status: execution.NodeCancelled, Attempt: 1, Reason: ReasonRunClosed}, got["a"], status)
-		require.Equal(t, execution.NodeState{ID: "b", Kind: "action", Status: execution.NodeCancelled, Attempt: 1, Reason: ReasonRunClosed}, got["b"], status)
+		require.Equal(t, execution.NodeState{ID: "a", Kind: "action", Status: execution.NodeCancelled, Attempt: 1, Reason: execution.ReasonRunClosed}, got["a"], status)
+		require.Equal(t, execution.NodeState{ID: "b", Kind: "action", Status: execution.NodeCancelled, Attempt: 1, Reason: execution.ReasonRunClosed}, got["b"], status)
 		require.Equal(t, execution.NodeState{ID: "c", Kind: "action", Status: execution.NodeFailed, Attempt: 1, Reason: "ACTION_FAILED", Error: "boom"}, got["c"], status)
 		require.Equal(t, execution.NodeState{ID: "skip", Kind: "action", Status: execution.NodeSkipped, Reason: "DEAD_INPUT"}, got["skip"], status)
-		require.Equal(t, execution.NodeState{ID: "out", Kind: "output", Status: execution.NodeCancelled, Reason: ReasonRunClosed}, got["out"], status)
+		require.Equal(t, execution.NodeState{ID: "out", Kind: "output", Status: execution.NodeCancelled, Reason: execution.ReasonRunClosed}, got["out"], status)
 	}
 	queued := project(execution.StatusQueued)
 	require.Equal(t, execution.NodeRunning, queued["a"].Status, "only a terminal run closes its nodes")
@@ -81,27 +78,27 @@ func TestNodeProjectionClosesOpenNodesOfATerminalRun(t *testing.T) {
 func TestNodeProjectionShowsRecoveredAttempts(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	events := []store.Event{
-		{Seq: 1, Type: execution.EventNodeStarted, NodeID: "a", Attempt: 1, Data: json.RawMessage(`{}`)},
-		{Seq: 2, Type: execution.EventNodeAttemptLeaseLost, NodeID: "a", Attempt: 1, At: at,
+	events := []execution.RecordedEvent{
+		{Type: execution.EventNodeStarted, NodeID: "a", Attempt: 1, Data: json.RawMessage(`{}`)},
+		{Type: execution.EventNodeAttemptLeaseLost, NodeID: "a", Attempt: 1, At: at,
 			Data: json.RawMessage(`{"attempt":1,"code":"LEASE_LOST","redispatch":1,"delayMs":250}`)},
-		{Seq: 3, Type: execution.EventNodeAttemptInfraRetry, NodeID: "a", Attempt: 1, At: at.Add(time.Second),
+		{Type: execution.EventNodeAttemptInfraRetry, NodeID: "a", Attempt: 1, At: at.Add(time.Second),
 			Data: json.RawMessage(`{"attempt":1,"code":"STORE_UNAVAILABLE","redispatch":2,"delayMs":500}`)},
 	}
-	p := newNodeProjection([]graph.Node{{ID: "a", Kind: graph.KindAction}})
+	p := execution.NewNodeProjection([]graph.Node{{ID: "a", Kind: graph.KindAction}})
 	for _, e := range events[:2] {
-		p.apply(e)
+		p.Apply(e)
 	}
-	lost := p.states(execution.StatusRunning)[0]
+	lost := p.States(execution.StatusRunning)[0]
 	require.Equal(t, execution.NodeRunning, lost.Status)
 	require.Equal(t, 1, lost.Attempt)
 	require.Equal(t, 1, lost.Redispatches)
 	require.Equal(t, execution.InfraLeaseLost, lost.Infra)
 	require.Equal(t, at, *lost.InfraSince)
 
-	p.apply(events[2])
-	p.apply(store.Event{Seq: 4, Type: execution.EventNodeCompleted, NodeID: "a", Attempt: 1, Data: json.RawMessage(`{"port":"out"}`)})
-	done := p.states(execution.StatusSucceeded)[0]
+	p.Apply(events[2])
+	p.Apply(execution.RecordedEvent{Type: execution.EventNodeCompleted, NodeID: "a", Attempt: 1, Data: json.RawMessage(`{"port":"out"}`)})
+	done := p.States(execution.StatusSucceeded)[0]
 	require.Equal(t, execution.NodeState{ID: "a", Kind: "action", Status: execution.NodeSucceeded, Attempt: 1, Port: "out",
 		Redispatches: 2, Infra: execution.ErrStoreUnavailable, InfraSince: &at}, done)
 }
@@ -112,25 +109,23 @@ func TestNodeProjectionOfApprovals(t *testing.T) {
 	t.Parallel()
 	nodes := []graph.Node{{ID: "in", Kind: graph.KindInput}, {ID: "ok", Kind: graph.KindApproval}, {ID: "ag", Kind: graph.KindAgent}}
 	deadline := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	var seq int64
-	ev := func(typ, node string, data any) store.Event {
-		seq++
+	ev := func(typ, node string, data any) execution.RecordedEvent {
 		raw, _ := json.Marshal(data)
-		return store.Event{Seq: seq, Type: typ, NodeID: node, Attempt: 1, At: deadline.Add(-time.Hour), Data: raw}
+		return execution.RecordedEvent{Type: typ, NodeID: node, Attempt: 1, At: deadline.Add(-time.Hour), Data: raw}
 	}
 	alice := &execution.Actor{Kind: execution.ActorUser, Sub: "alice"}
 	call := &execution.ApprovalCall{Ordinal: 1, Tool: "workspace.notes.write@1"}
-	p := newNodeProjection(nodes)
-	for _, e := range []store.Event{
+	p := execution.NewNodeProjection(nodes)
+	for _, e := range []execution.RecordedEvent{
 		ev(execution.EventNodeStarted, "ok", execution.EventData{}),
 		ev(execution.EventNodeApprovalRequested, "ok", execution.EventData{Request: 1, TimeoutMs: 3_600_000, DeadlineAt: &deadline}),
 		ev(execution.EventNodeStarted, "ag", execution.EventData{}),
 		ev(execution.EventNodeApprovalRequested, "ag", execution.EventData{Request: 1, TimeoutMs: 60_000, Call: call}),
 		ev(execution.EventNodeApprovalDecided, "ag", execution.EventData{Request: 1, Decision: execution.DecisionApprove, Actor: alice, Comment: "go"}),
 	} {
-		p.apply(e)
+		p.Apply(e)
 	}
-	states := p.states(execution.StatusRunning)
+	states := p.States(execution.StatusRunning)
 	ok, ag := states[1], states[2]
 	require.Equal(t, execution.NodeAwaitingApproval, ok.Status)
 	require.Equal(t, &execution.ApprovalState{Request: 1, Status: execution.ApprovalPending, TimeoutMs: 3_600_000,
@@ -140,7 +135,7 @@ func TestNodeProjectionOfApprovals(t *testing.T) {
 	require.Equal(t, alice, ag.Approval.Actor)
 	require.Equal(t, call, ag.Approval.Call)
 
-	closed := p.states(execution.StatusCancelled)[1]
+	closed := p.States(execution.StatusCancelled)[1]
 	require.Equal(t, execution.NodeCancelled, closed.Status)
 	require.Equal(t, execution.ApprovalCancelled, closed.Approval.Status)
 	require.Equal(t, execution.ApprovalPending, states[1].Approval.Status, "closing a copy")
