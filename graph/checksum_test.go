@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -113,7 +114,7 @@ func TestEveryFieldIsInTheChecksum(t *testing.T) {
 func nonZero(t *testing.T, typ reflect.Type) reflect.Value {
 	v := reflect.New(typ).Elem()
 	switch {
-	case typ == rawMessageType:
+	case typ == reflect.TypeFor[json.RawMessage]():
 		v.SetBytes([]byte(`{"x":1}`))
 	case typ.Kind() == reflect.String:
 		v.SetString("x")

@@ -50,7 +50,7 @@ const LanguageCELv1 = "cel/v1"
 
 // Document is a workflow graph as authored (JSON or YAML).
 type Document struct {
-	SchemaVersion int                        `json:"schemaVersion"`
+	SchemaVersion int                        `json:"schemaVersion" required:"true"`
 	Schemas       map[string]json.RawMessage `json:"schemas,omitempty"`
 	Nodes         []Node                     `json:"nodes"`
 	Edges         []Edge                     `json:"edges"`
