@@ -32,6 +32,7 @@ func (s *Server) registerWorkflowRoutes(g *echo.Group) {
 	g.GET("/workflows", s.listWorkflows, read)
 	g.GET("/workflows/:key", s.getWorkflow, read)
 	g.PUT("/workflows/:key/draft", s.saveDraft, write)
+	g.GET("/workflows/:key/draft", s.getDraft, read)
 	g.POST("/workflows/:key/dry-run", s.dryRunWorkflow, read)
 	g.POST("/workflows/:key/publish", s.publishWorkflow, publish)
 	g.GET("/workflows/:key/revisions/:n", s.getWorkflowRevision, read)
@@ -721,7 +722,8 @@ type pinnedDependencies struct {
 	Agents  []graph.AgentContract `json:"agents"`
 }
 
-// getWorkflowRevision handles GET /v1/workflows/{key}/revisions/{n}.
+// getWorkflowRevision handles GET /v1/workflows/{key}/revisions/{n}: the
+// revision in JSON, or its graph document alone in YAML (wantsYAML).
 func (s *Server) getWorkflowRevision(c echo.Context) error {
 	p := principal(c)
 	ctx := c.Request().Context()
@@ -734,6 +736,10 @@ func (s *Server) getWorkflowRevision(c echo.Context) error {
 		return failure.New(failure.CodeInvalidRequest, "revision must be a positive integer").
 			WithDetails(map[string]any{"field": "n"})
 	}
+	asYAML, err := wantsYAML(c)
+	if err != nil {
+		return err
+	}
 	rev, err := s.deps.Store.GetRevision(ctx, p.Tenant, key, n)
 	if err != nil {
 		return notFoundAs(err, "revision %d of workflow %q not found", n, key)
@@ -741,6 +747,14 @@ func (s *Server) getWorkflowRevision(c echo.Context) error {
 	cr, err := s.deps.Store.GetCompiled(ctx, p.Tenant, rev.Checksum)
 	if err != nil {
 		return err // the revision row pins it by foreign key; missing is a fault
+	}
+	if asYAML {
+		raw, err := json.Marshal(cr.Document)
+		if err != nil {
+			return err
+		}
+		return yamlGraph(c, raw, map[string]string{headerRevision: strconv.Itoa(rev.Revision),
+			headerChecksum: rev.Checksum, headerDraftRevision: strconv.Itoa(rev.DraftRevision)})
 	}
 	return c.JSON(http.StatusOK, revisionDetail{
 		Key:                    key,

@@ -35,7 +35,9 @@ written before summaries existed) is a warning line
 ("warning: ... MISSING_TOOLSET_SUMMARY ..."), which does not fail the
 command. Agent revisions live on the server, so agent
 references are not checked here (they are at dry-run and publication); nor
-are actions a worker registers beyond the built-ins.`,
+are actions a worker registers beyond the built-ins. A valid file without
+agent references also prints its checksum: the one publishing it gives
+(its actions being the built-ins).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -74,6 +76,11 @@ are actions a worker registers beyond the built-ins.`,
 			s.printToolsets(out)
 			if agents > 0 {
 				fmt.Fprintf(out, "note: %d agent reference(s) are resolved by the server at dry-run and publication\n", agents)
+			} else if sum, err := checksumLocally(s.doc); err == nil {
+				// Without agents, the built-in actions are all a revision
+				// pins: publication of this file on a server whose workers
+				// register them unchanged gives this checksum.
+				fmt.Fprintf(out, "checksum %s (what publishing this file gives, with the built-in actions)\n", sum)
 			}
 			return nil
 		},
@@ -109,6 +116,21 @@ func validateLocally(doc *graph.Document) ([]graph.Issue, error) {
 	}
 	cat := graph.NewStaticCatalog(catalog.BuiltinContracts(), nil)
 	return graph.ValidateWith(doc, cat, graph.Options{Templates: graphcheck.New(reg)}), nil
+}
+
+// checksumLocally compiles doc against the built-in actions and returns
+// the revision checksum; an error when it does not compile.
+func checksumLocally(doc *graph.Document) (string, error) {
+	reg, err := variables.Builtin(variables.NoAgents{})
+	if err != nil {
+		return "", err
+	}
+	cat := graph.NewStaticCatalog(catalog.BuiltinContracts(), nil)
+	c, issues := graph.CompileWith(doc, cat, graph.Options{Templates: graphcheck.New(reg)})
+	if len(issues) > 0 || c == nil {
+		return "", fmt.Errorf("%d issue(s)", len(issues))
+	}
+	return c.Checksum, nil
 }
 
 func newPushCmd() *cobra.Command {

@@ -31,6 +31,7 @@ func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		newValidateCmd(),
 		newPushCmd(),
+		newPullCmd(),
 		newPublishCmd(),
 		newRunCmd(),
 		newRunsCmd(),
