@@ -25,7 +25,10 @@ blocks, toolsets inline. It reads back to the same document, so pushing it
 unchanged, or running weft validate on it, gives the same checksum.
 
 Without -o the YAML goes to standard output; with -o it is written to FILE
-(created or replaced), and a line on standard output says what was pulled.`,
+(created or replaced), a line on standard output says what was pulled, and
+the draft it came from (for a revision, the draft it was published from) is
+recorded in .weft-drafts.json next to FILE: weft push FILE then refuses to
+replace a draft saved since (see weft push).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := args[0]
@@ -59,6 +62,9 @@ Without -o the YAML goes to standard output; with -o it is written to FILE
 				return fmt.Errorf("pull %s: %w", key, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "pulled %s %s into %s\n", key, what, output)
+			if err := recordDraft(output, key, g.DraftRevision); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
+			}
 			return nil
 		},
 	}

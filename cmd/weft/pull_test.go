@@ -103,6 +103,55 @@ func TestPullPushRoundTrip(t *testing.T) {
 		}
 	}
 
+	// Two authors pull draft 1; the second pushes a change first. The
+	// first author's push would replace it unawares: refused, nothing
+	// saved, until --force says so.
+	alice := filepath.Join(dir, "alice", "gate.yaml")
+	bob := filepath.Join(dir, "bob", "gate.yaml")
+	for _, f := range []string{alice, bob} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		must("pulled gate draft revision 1", "pull", "gate", "-o", f)
+	}
+	state, err := os.ReadFile(filepath.Join(filepath.Dir(alice), ".weft-drafts.json"))
+	if err != nil || !strings.Contains(string(state), `"api": "`+d.apiURL+`"`) || !strings.Contains(string(state), `"draftRevision": 1`) {
+		t.Fatalf("pull -o records the draft next to the file: %s %v", state, err)
+	}
+	edit := func(f, from, to string) {
+		t.Helper()
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.Contains(string(b), from) {
+			t.Fatalf("%s lacks %q: %v\n%s", f, from, err, b)
+		}
+		if err := os.WriteFile(f, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(bob, "maxAttempts: 2", "maxAttempts: 3")
+	must("pushed gate: draft revision 2", "push", bob, "--key", "gate")
+	edit(alice, "backoff: 1.5", "backoff: 2")
+	for _, args := range [][]string{{"push", alice, "--key", "gate"}, {"push", alice, "--key", "gate", "--expected-revision", "1"}} {
+		r := weftCLI(t, env, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "push gate refused, nothing saved: gate's latest draft is 2, not draft 1") ||
+			!strings.Contains(r.stderr, "--force") {
+			t.Fatalf("a push over a newer draft must be refused:\n%s", r)
+		}
+	}
+	if r := weftCLI(t, env, "pull", "gate", "--draft", "3"); r.code != 1 {
+		t.Fatalf("a refused push saved a draft:\n%s", r)
+	}
+	if r := weftCLI(t, env, "push", alice, "--key", "gate", "--force", "--expected-revision", "2"); r.code != 1 || !strings.Contains(r.stderr, "give one of them") {
+		t.Errorf("--force with --expected-revision:\n%s", r)
+	}
+	must("pushed gate: draft revision 3", "push", alice, "--key", "gate", "--force")
+	must("pushed gate: draft revision 4", "push", alice, "--key", "gate")
+	must("pushed gate: draft revision 5", "push", alice, "--key", "gate", "--expected-revision", "4")
+	// Bob's record is draft 2: his next push is refused in turn.
+	if r := weftCLI(t, env, "push", bob, "--key", "gate"); r.code != 1 || !strings.Contains(r.stderr, "latest draft is 5, not draft 2") {
+		t.Errorf("bob's stale push:\n%s", r)
+	}
+
 	// Refusals name the problem.
 	for _, c := range []struct {
 		args []string
