@@ -328,6 +328,16 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	require.Equal(t, "MISSING_TOOLSET_SUMMARY", warnings[0].(map[string]any)["code"])
 	c.expect(422, call{method: "POST", path: "/v1/workflows/broken/publish", token: tok, body: map[string]any{"expectedRevision": 1}})
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/revisions/1", token: tok})
+	// YAML export: a draft and a revision's graph, by ?format= or Accept.
+	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/draft", token: tok})
+	draftYAML := c.expect(200, call{method: "GET", path: "/v1/workflows/notes/draft?revision=1&format=yaml", token: tok})
+	require.Equal(t, "1", draftYAML.header.Get("Weft-Draft-Revision"))
+	revYAML := c.expect(200, call{method: "GET", path: "/v1/workflows/notes/revisions/1", token: tok,
+		header: http.Header{"Accept": {"application/yaml"}}})
+	require.Equal(t, pub.json(t)["checksum"], revYAML.header.Get("Weft-Checksum"))
+	require.Equal(t, "2", revYAML.header.Get("Weft-Draft-Revision"))
+	c.expect(404, call{method: "GET", path: "/v1/workflows/notes/draft?revision=9", token: tok})
+	c.expect(400, call{method: "GET", path: "/v1/workflows/notes/draft?format=xml", token: tok, malformed: true})
 	c.expect(404, call{method: "GET", path: "/v1/workflows/notes/revisions/9", token: tok})
 
 	// Runs.

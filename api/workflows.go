@@ -26,6 +26,7 @@ func (s *Server) registerWorkflowRoutes(g *echo.Group) {
 	g.GET("/workflows", s.listWorkflows, read)
 	g.GET("/workflows/:key", s.getWorkflow, read)
 	g.PUT("/workflows/:key/draft", s.saveDraft, write)
+	g.GET("/workflows/:key/draft", s.getDraft, read)
 	g.POST("/workflows/:key/dry-run", s.dryRunWorkflow, read)
 	g.POST("/workflows/:key/publish", s.publishWorkflow, publish)
 	g.GET("/workflows/:key/revisions/:n", s.getWorkflowRevision, read)
