@@ -13,9 +13,9 @@ import (
 	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/bridges"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
@@ -35,7 +35,7 @@ type Deps struct {
 	// revisions) drafts are validated and compiled against. Nil resolves
 	// through Store: published and built-in actions, the tenant's agent
 	// revisions (the built-in actions only without a Store).
-	Resolver *catalog.Resolver
+	Resolver *publication.Resolver
 	// Starter is the execution capability the run routes enqueue and
 	// cancel through.
 	Starter *starter.Starter
@@ -61,7 +61,10 @@ type Server struct {
 	deps    Deps
 	log     *slog.Logger
 	streams *Streams
-	routes  *routeTable // set once every route is registered
+	// publication dry-runs and publishes drafts, and checks agents' tools
+	// and drafts' toolsets against the tenant's snapshot.
+	publication *publication.Service
+	routes      *routeTable // set once every route is registered
 }
 
 // New builds the Echo application with every route.
@@ -77,14 +80,21 @@ func New(d Deps) *echo.Echo {
 				d.Variables = reg
 			}
 		}
-		if d.Resolver == nil {
-			d.Resolver = catalog.NewResolver(d.Store, d.Variables)
+		if d.Resolver == nil && d.Variables != nil {
+			d.Resolver, _ = publication.NewResolver(d.Store, d.Variables)
 		}
+	}
+	if d.Resolver == nil {
+		d.Resolver = &publication.Resolver{}
+	}
+	var pub *publication.Service
+	if d.Store != nil {
+		pub, _ = publication.NewService(d.Store, d.Resolver)
 	}
 	if d.Streams == nil {
 		d.Streams = NewStreams(nil, 0)
 	}
-	s := &Server{deps: d, log: d.Logger, streams: d.Streams}
+	s := &Server{deps: d, log: d.Logger, streams: d.Streams, publication: pub}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

@@ -18,8 +18,8 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/variables/graphcheck"
 )
@@ -48,7 +48,7 @@ func newVarHarness(t *testing.T, lookup variables.AgentLookup) *varHarness {
 	keys := testinfra.Keys(t, "variables-test-secret-0123456789")
 	logs := &bytes.Buffer{}
 	e := api.New(api.Deps{Store: testinfra.NewStore(t), Keys: keys, Variables: reg,
-		Resolver: &catalog.Resolver{Templates: graphcheck.New(reg)},
+		Resolver: &publication.Resolver{Templates: graphcheck.New(reg)},
 		Logger:   slog.New(slog.NewTextHandler(logs, nil))})
 	return &varHarness{t: t, e: e, keys: keys, logs: logs}
 }

@@ -20,9 +20,9 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/store"
 )
 
@@ -41,7 +41,7 @@ func newWFHarness(t *testing.T) *wfHarness {
 	st := testinfra.NewStore(t)
 	keys := testinfra.Keys(t, "workflows-test-secret-0123456789")
 	h := &wfHarness{t: t, st: st, keys: keys,
-		e: api.New(api.Deps{Store: st, Keys: keys, Resolver: &catalog.Resolver{},
+		e: api.New(api.Deps{Store: st, Keys: keys, Resolver: &publication.Resolver{},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})}
 	h.token = h.mint("t1", "alice", auth.ScopeWorkflowsRead, auth.ScopeWorkflowsWrite, auth.ScopeWorkflowsPublish)
 	return h
@@ -633,7 +633,7 @@ func TestPublicationRefusesARevisionBeyondTheClusterHistoryBudget(t *testing.T) 
 	t.Parallel()
 	h := newWFHarness(t)
 	budget := graph.HistoryBudget{MaxEvents: 40, SuggestContinueAsNewAt: 30, MaxPendingActivities: 1}
-	h.e = api.New(api.Deps{Store: h.st, Keys: h.keys, Resolver: &catalog.Resolver{HistoryBudget: &budget},
+	h.e = api.New(api.Deps{Store: h.st, Keys: h.keys, Resolver: &publication.Resolver{HistoryBudget: &budget},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	h.create("quickstart", quickstart(t))
 

@@ -17,10 +17,10 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
@@ -76,7 +76,7 @@ func newEnv(t *testing.T) *env {
 	// `weft api` and `weft dev` do.
 	cfg := config.Config{TaskQueue: v.queue, TemporalNamespace: "default"}
 	v.e = api.New(api.Deps{Config: cfg, Store: st, Keys: v.keys, Temporal: tc, Starter: v.starter,
-		Resolver: &catalog.Resolver{}, Logger: v.log})
+		Resolver: &publication.Resolver{}, Logger: v.log})
 	v.token = v.mint(v.tenant, "alice", auth.AllScopes...)
 	v.otherToken = v.mint(v.other, "mallory", auth.AllScopes...)
 	return v

@@ -20,11 +20,11 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
@@ -144,7 +144,8 @@ func (e *env) serveAPI(st *store.Store) {
 	t.Helper()
 	vars, err := variables.Builtin(st)
 	require.NoError(t, err)
-	resolver := catalog.NewResolver(st, vars)
+	resolver, err := publication.NewResolver(st, vars)
+	require.NoError(t, err)
 	e.starter, err = starter.New(starter.Deps{Store: st, Temporal: e.tc, TaskQueue: e.queue,
 		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log, Resolver: resolver, Durability: e.cfg.Durability})
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/worker"
 	"github.com/weftworks/weft/workflows"
 )
@@ -246,7 +247,7 @@ func (e *env) publishWithAgents(key, doc string) {
 	ctx := context.Background()
 	d, err := graph.Decode([]byte(doc))
 	require.NoError(e.t, err)
-	r := &catalog.Resolver{Agents: e.st, Actions: e.st}
+	r := &publication.Resolver{Agents: e.st, Actions: e.st}
 	cat, err := r.Catalog(ctx, e.tenant, d)
 	require.NoError(e.t, err)
 	c, issues := graph.CompileWith(d, cat, r.Options())

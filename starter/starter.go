@@ -27,10 +27,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/authz"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
 )
@@ -76,7 +76,7 @@ type Deps struct {
 	// against; pass the API's, so a draft compiles here exactly as it
 	// would publish. Nil uses the store for agents and published actions,
 	// as api.New does.
-	Resolver *catalog.Resolver
+	Resolver *publication.Resolver
 	// EagerStart asks Temporal to hand a run's first workflow task straight
 	// back to a worker of this process (StartWorkflowOptions.
 	// EnableEagerStart), saving the round trip through the task queue. Set
@@ -97,7 +97,7 @@ type Starter struct {
 	uiURL     string
 	namespace string
 	log       *slog.Logger
-	resolver  *catalog.Resolver
+	resolver  *publication.Resolver
 	durable   execution.Durability
 	eager     bool
 	pinned    *lru.Cache[pinnedKey, *pinned] // revisions.go
@@ -120,7 +120,9 @@ func New(d Deps) (*Starter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("starter: variables: %w", err)
 		}
-		d.Resolver = catalog.NewResolver(d.Store, vars)
+		if d.Resolver, err = publication.NewResolver(d.Store, vars); err != nil {
+			return nil, fmt.Errorf("starter: %w", err)
+		}
 	}
 	return &Starter{
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,

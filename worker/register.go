@@ -9,6 +9,7 @@ import (
 	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/workflows"
@@ -68,7 +69,10 @@ func Actions(d Deps) (*catalog.Registry, error) {
 // enqueue through it, and its dispatcher starts throttled runs when runs
 // this worker settles free their slots.
 func newStarter(d Deps, vars *variables.Registry) (*starter.Starter, error) {
-	resolver := catalog.NewResolver(d.Store, vars)
+	resolver, err := publication.NewResolver(d.Store, vars)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
 	resolver.HistoryBudget = &d.Config.History
 	runs, err := starter.New(starter.Deps{
 		Store: d.Store, Temporal: d.Temporal, TaskQueue: d.Config.TaskQueue,

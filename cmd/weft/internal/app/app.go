@@ -21,9 +21,9 @@ import (
 	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
@@ -127,7 +127,10 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	if err != nil {
 		return apiParts{}, err
 	}
-	resolver := catalog.NewResolver(st, vars)
+	resolver, err := publication.NewResolver(st, vars)
+	if err != nil {
+		return apiParts{}, err
+	}
 	resolver.HistoryBudget = &cfg.History
 	runs, err := starter.New(starter.Deps{
 		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
