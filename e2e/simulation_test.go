@@ -65,7 +65,7 @@ func (e *env) startCountingWorker() *counters {
 	require.NoError(e.t, err)
 	w := sdkworker.New(e.tc, e.queue, opts)
 	workflows.Register(w)
-	activities.Register(w, activities.Deps{Store: e.st, Actions: actions, Agents: rt, Logger: e.log})
+	require.NoError(e.t, activities.Register(w, activities.Deps{Store: e.st, Actions: actions, Agents: rt, Variables: e.vars, Logger: e.log}))
 	require.NoError(e.t, w.Start())
 	e.t.Cleanup(w.Stop)
 	return cnt
