@@ -26,6 +26,12 @@ func Register(r sdkworker.Registry, d Deps) error {
 	if err != nil {
 		return err
 	}
+	return register(r, d, actions)
+}
+
+// register is Register with the action registry already built (Serve
+// publishes its contracts first).
+func register(r sdkworker.Registry, d Deps, actions *catalog.Registry) error {
 	providers, err := agents.ProvidersFromConfig(d.Config)
 	if err != nil {
 		return fmt.Errorf("worker: agent providers: %w", err)

@@ -124,7 +124,7 @@ func Serve(ctx context.Context, d Deps) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	w := sdkworker.New(d.Temporal, d.Config.TaskQueue, Options(d.Config, log))
-	if err := Register(w, d); err != nil {
+	if err := register(w, d, actions); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
