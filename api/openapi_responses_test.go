@@ -76,7 +76,7 @@ func newContractHarness(t *testing.T) *contractHarness {
 	m := metrics.New()
 	require.NoError(t, m.RegisterRuns(st.Pool, 0, logger))
 	inproc.Worker(t, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m})
-	runs, err := starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test",
+	runs, err := inproc.NewStarter(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test",
 		Namespace: "default", Logger: logger})
 	require.NoError(t, err)
 
@@ -92,7 +92,7 @@ func newContractHarness(t *testing.T) *contractHarness {
 	require.NoError(t, err)
 	ready := provider.NewReadiness([]provider.Provider{openai}, provider.ReadinessOptions{Logger: logger})
 	c := &contractHarness{t: t, doc: doc, router: router, keys: keys, seen: map[string]int{}, st: st,
-		h: api.New(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Metrics: m, Starter: runs,
+		h: inproc.API(t, api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Metrics: m, Starter: runs,
 			Providers: ready})}
 	c.token = c.mint("acme", "alice", auth.AllScopes...)
 	return c

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"mime"
 	"net/http"
 	"slices"
@@ -134,49 +133,11 @@ func decodeYAMLGraph(raw []byte) (*graph.Document, json.RawMessage, error) {
 }
 
 // refuseUnusableToolsets refuses, when a draft is saved, a document whose
-// toolsets cannot be offered (SPEC §9): a tools value that is empty or
-// names no toolset in the document (an uncaptured client path: the server
-// never reads one), a blank skill, a malformed entry, or an action the
-// tenant's catalog does not hold or publication would refuse; a summary
-// that is not one line of at most 600 characters (INVALID_TOOLSET_SUMMARY);
-// and a new toolset without a summary (MISSING_TOOLSET_SUMMARY): previous
-// is the draft being replaced (nil on creation), whose toolsets without a
-// summary may stay as they are. Other graph issues may stay in a draft;
-// toolsets are captured folder content and a bad one fails the push rather
-// than being silently dropped. 422 with every issue in details.issues; the
-// code is INVALID_TOOLSET_SUMMARY or MISSING_TOOLSET_SUMMARY when that is
-// every issue's code, else INVALID_TOOLS_PATH.
+// toolsets cannot be offered (publication.Service.CheckToolsets: 422 with
+// every issue in details.issues); previous is the draft being replaced (nil
+// on creation).
 func (s *Server) refuseUnusableToolsets(ctx context.Context, tenant string, doc, previous *graph.Document, stored json.RawMessage) error {
-	issues := graph.EmptyToolsIssues(stored)
-	if doc != nil {
-		r := s.resolver()
-		cat, err := r.Catalog(ctx, tenant, doc)
-		if err != nil {
-			return err
-		}
-		issues = append(issues, graph.ToolsetIssues(doc, cat)...)
-		issues = append(issues, graph.RequireToolsetSummaries(doc, previous)...)
-	}
-	if len(issues) == 0 {
-		return nil
-	}
-	code := graph.CodeInvalidToolsPath
-	if c := issues[0].Code; c == graph.CodeInvalidToolsetSummary || c == graph.CodeMissingToolsetSummary {
-		code = c
-		for _, is := range issues {
-			if is.Code != c {
-				code = graph.CodeInvalidToolsPath
-			}
-		}
-	}
-	msg := fmt.Sprintf("the document's toolsets cannot be used (%d issue(s); see details.issues): a tools value must name a toolset in the document, whose tools are actions in the catalog", len(issues))
-	switch code {
-	case graph.CodeInvalidToolsetSummary:
-		msg = fmt.Sprintf("%d toolset summary(ies) are not one line of at most %d characters; see details.issues", len(issues), graph.DefaultLimits.MaxToolsetSummaryChars)
-	case graph.CodeMissingToolsetSummary:
-		msg = fmt.Sprintf("%d new toolset(s) have no summary: give each a one-line summary (at most %d characters); see details.issues", len(issues), graph.DefaultLimits.MaxToolsetSummaryChars)
-	}
-	return failure.New(code, "%s", msg).WithDetails(map[string]any{"issues": issues})
+	return s.publication.CheckToolsets(ctx, tenant, doc, previous, stored)
 }
 
 // YAML export (SPEC §9). The routes that serve a graph document answer it
