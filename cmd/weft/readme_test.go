@@ -145,6 +145,11 @@ func TestREADME(t *testing.T) {
 		t.Fatal("README.md has no shell block to run")
 	}
 
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the README's shell blocks need %s: apt-get install %s", tool, tool)
+		}
+	}
 	d := startDev(t)
 	d.waitReady()
 	work := t.TempDir()
