@@ -25,6 +25,11 @@ import (
 // it has several lines, else double-quoted with JSON's escapes; each such
 // choice is checked against the parser. The output is deterministic: the
 // same document always gives the same bytes.
+//
+// The writer is here rather than goccy/go-yaml's encoder because that one
+// does not read back: it writes a json.Number as a quoted string and, for
+// some strings, a tab its own parser refuses. Its parser is what checks
+// this writer's choices.
 func EncodeYAML(doc json.RawMessage) ([]byte, error) {
 	tree, err := readOrderedJSON(doc)
 	if err != nil {

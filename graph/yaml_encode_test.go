@@ -23,7 +23,7 @@ var trickyStrings = []string{
 	strings.Repeat("x", 300), "x: |\n  y", "- a\n- b\n",
 }
 
-func trickyDocument(t *testing.T) []byte {
+func trickyDocument(t testing.TB) []byte {
 	t.Helper()
 	lit := map[string]any{}
 	bind := map[string]string{}
