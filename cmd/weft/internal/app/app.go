@@ -138,7 +138,7 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 		return apiParts{}, err
 	}
 	// weft_runs{status}: read from PostgreSQL at scrape time.
-	if err := m.RegisterRuns(st.Pool, 0, logger); err != nil {
+	if err := m.RegisterRuns(st, 0, logger); err != nil {
 		return apiParts{}, err
 	}
 	feed := st.NewEventFeed(logger)
