@@ -1,6 +1,7 @@
 package api
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -116,10 +117,9 @@ func (s *Server) getLimits(c echo.Context) error {
 	for k := range usage.Workflows {
 		if _, ok := byKey[k]; !ok {
 			byKey[k] = store.WorkflowLimits{TenantID: tenant, WorkflowKey: k}
-			keys = append(keys, k)
 		}
 	}
-	slices.Sort(keys)
+	keys = slices.Sorted(maps.Keys(byKey))
 	out := limitsBody{Tenant: toTenantLimitsBody(tl, usage), Workflows: make([]workflowLimitsBody, 0, len(keys))}
 	for _, k := range keys {
 		out.Workflows = append(out.Workflows, toWorkflowLimitsBody(byKey[k], usage.Workflows[k]))

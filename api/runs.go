@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -278,11 +279,8 @@ func (s *Server) listRuns(c echo.Context) error {
 	}
 	f := store.RunFilter{WorkflowKey: c.QueryParam("workflowKey"), Status: c.QueryParam("status"),
 		Mode: c.QueryParam("mode"), Limit: limit + 1}
-	switch f.Status {
-	case "", execution.StatusThrottled, execution.StatusQueued, execution.StatusRunning, execution.StatusSucceeded,
-		execution.StatusFailed, execution.StatusCancelled:
-	default:
-		return failure.New(failure.CodeInvalidRequest, "status must be one of throttled, queued, running, succeeded, failed, cancelled")
+	if statuses := execution.RunStatuses(); f.Status != "" && !slices.Contains(statuses, f.Status) {
+		return failure.New(failure.CodeInvalidRequest, "status must be one of %s", strings.Join(statuses, ", "))
 	}
 	switch execution.Mode(f.Mode) {
 	case "", execution.ModeLive, execution.ModeSimulation:

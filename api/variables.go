@@ -177,10 +177,8 @@ func bindingString(raw json.RawMessage) (string, error) {
 // valueString renders a value as a template renders a bound value: a string
 // as it is, anything else as canonical JSON.
 func valueString(raw json.RawMessage) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := graph.DecodeValue(raw)
+	if err != nil {
 		return "", errors.New("is not valid JSON")
 	}
 	if s, ok := v.(string); ok {

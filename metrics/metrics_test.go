@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/metrics"
 )
@@ -68,7 +69,7 @@ func TestRunsByStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := scrape(t, m)
-	for _, s := range metrics.RunStatuses {
+	for _, s := range execution.RunStatuses() {
 		if want := `weft_runs{status="` + s + `"} 0`; !strings.Contains(got, want) {
 			t.Errorf("empty table: scrape lacks %s", want)
 		}

@@ -6,11 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weftworks/weft/execution"
 )
-
-// RunStatuses are the run statuses weft_runs always reports (0 when none),
-// so a series never disappears when its last run changes status.
-var RunStatuses = []string{"throttled", "queued", "running", "succeeded", "failed", "cancelled"}
 
 // DefaultRunsTimeout bounds the runs query of one scrape.
 const DefaultRunsTimeout = 2 * time.Second
@@ -65,7 +62,9 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
-	for _, s := range RunStatuses {
+	// Every known status is reported (0 when none), so a series never
+	// disappears when its last run changes status.
+	for _, s := range execution.RunStatuses() {
 		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(counts[s]), s)
 		delete(counts, s)
 	}
