@@ -140,7 +140,7 @@ func (s *Server) putTenantLimits(c echo.Context) error {
 		return errNoStarter
 	}
 	var body putTenantLimitsRequest
-	if err := decodeStrict(c, maxLimitsBody, &body); err != nil {
+	if err := decodeBody(c, maxLimitsBody, &body); err != nil {
 		return err
 	}
 	p := principal(c)
@@ -205,7 +205,7 @@ func (s *Server) putWorkflowLimits(c echo.Context) error {
 		return err
 	}
 	var body putWorkflowLimitsRequest
-	if err := decodeStrict(c, maxLimitsBody, &body); err != nil {
+	if err := decodeBody(c, maxLimitsBody, &body); err != nil {
 		return err
 	}
 	p := principal(c)
