@@ -6,18 +6,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
-	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/publication"
 )
-
-func (s *Server) resolver() *catalog.Resolver {
-	if s.deps.Resolver == nil {
-		return &catalog.Resolver{}
-	}
-	return s.deps.Resolver
-}
 
 // dryRunBody is the optional body of POST /v1/workflows/{key}/dry-run: the
 // draft revision to judge (absent: the latest).
@@ -82,27 +74,15 @@ type dryRunResponse struct {
 // stores nothing and calls nothing.
 func (s *Server) dryRunWorkflow(c echo.Context) error {
 	p := principal(c)
-	ctx := c.Request().Context()
 	key, revision, err := draftRevisionRequest(c, false)
 	if err != nil {
 		return err
 	}
-	d, err := s.loadDraft(c, p.Tenant, key, revision)
+	res, err := s.publication.DryRun(c.Request().Context(), p.Tenant, p.Scopes, key, revision)
 	if err != nil {
 		return err
 	}
-	out := dryRunResponse{Key: key, DraftRevision: d.Revision}
-	doc, issues := graph.DecodeStored(d.Document)
-	if issues != nil {
-		out.DryRunResult = graph.DryRunResult{Issues: issues, Warnings: []graph.Issue{}, Order: []string{}, Permissions: []string{},
-			References: graph.ReferenceSet{Actions: []graph.ActionRef{}, Agents: []graph.AgentRef{}},
-			Limits:     graph.DefaultLimits}
-		return c.JSON(http.StatusOK, out)
-	}
-	if out.DryRunResult, err = s.resolver().ForScopes(p.Scopes).DryRun(ctx, p.Tenant, doc); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, dryRunResponse{Key: key, DraftRevision: res.DraftRevision, DryRunResult: res.Result})
 }
 
 // publishResponse answers a publication.
@@ -126,46 +106,22 @@ type publishResponse struct {
 // that revision, so a retried publish is harmless.
 func (s *Server) publishWorkflow(c echo.Context) error {
 	p := principal(c)
-	ctx := c.Request().Context()
 	key, expected, err := draftRevisionRequest(c, true)
 	if err != nil {
 		return err
 	}
-	// Checked here to answer a stale request before compiling; Publish
-	// checks again under the row lock, which is what makes it safe.
-	w, err := s.deps.Store.GetWorkflow(ctx, p.Tenant, key)
-	if err != nil {
-		return notFoundAs(err, "workflow %q not found", key)
-	}
-	if w.LatestDraftRevision != expected {
-		return store.RevisionConflict(expected, w.LatestDraftRevision)
-	}
-	d, err := s.loadDraft(c, p.Tenant, key, expected)
+	pub, err := s.publication.Publish(c.Request().Context(), publication.Request{
+		Tenant: p.Tenant, Scopes: p.Scopes, By: p.Sub, Key: key, ExpectedRevision: expected})
 	if err != nil {
 		return err
 	}
-	doc, issues := graph.DecodeStored(d.Document)
-	var compiled *graph.Compiled
-	if issues == nil {
-		if compiled, issues, err = s.resolver().ForScopes(p.Scopes).Compile(ctx, p.Tenant, doc); err != nil {
-			return err
-		}
-	}
-	if len(issues) > 0 || compiled == nil {
-		return failure.New(failure.CodeInvalidGraph, "draft revision %d has %d issue(s); see details.issues", expected, len(issues)).
-			WithDetails(map[string]any{"issues": issues, "draftRevision": expected})
-	}
-	plan := compiled.Plan()
-	rev, created, err := s.deps.Store.Publish(ctx, p.Tenant, key, expected, compiled, &plan, p.Sub)
-	if err != nil {
-		return notFoundAs(err, "workflow %q not found", key)
-	}
+	rev := pub.Revision
 	status := http.StatusCreated
-	if !created {
+	if !pub.Created {
 		status = http.StatusOK
 	} else {
 		c.Response().Header().Set(echo.HeaderLocation, fmt.Sprintf("/v1/workflows/%s/revisions/%d", key, rev.Revision))
 	}
 	return c.JSON(status, publishResponse{Key: key, Revision: rev.Revision, Checksum: rev.Checksum, DraftRevision: rev.DraftRevision,
-		Warnings: graph.ToolsetWarnings(doc)})
+		Warnings: pub.Warnings})
 }

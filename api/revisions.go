@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -47,7 +48,8 @@ type pinnedDependencies struct {
 	Agents  []graph.AgentContract `json:"agents"`
 }
 
-// getWorkflowRevision handles GET /v1/workflows/{key}/revisions/{n}.
+// getWorkflowRevision handles GET /v1/workflows/{key}/revisions/{n}: the
+// revision in JSON, or its graph document alone in YAML (wantsYAML).
 func (s *Server) getWorkflowRevision(c echo.Context) error {
 	p := principal(c)
 	ctx := c.Request().Context()
@@ -60,6 +62,10 @@ func (s *Server) getWorkflowRevision(c echo.Context) error {
 		return failure.New(failure.CodeInvalidRequest, "revision must be a positive integer").
 			WithDetails(map[string]any{"field": "n"})
 	}
+	asYAML, err := wantsYAML(c)
+	if err != nil {
+		return err
+	}
 	rev, err := s.deps.Store.GetRevision(ctx, p.Tenant, key, n)
 	if err != nil {
 		return notFoundAs(err, "revision %d of workflow %q not found", n, key)
@@ -67,6 +73,14 @@ func (s *Server) getWorkflowRevision(c echo.Context) error {
 	cr, err := s.deps.Store.GetCompiled(ctx, p.Tenant, rev.Checksum)
 	if err != nil {
 		return err // the revision row pins it by foreign key; missing is a fault
+	}
+	if asYAML {
+		raw, err := json.Marshal(cr.Document)
+		if err != nil {
+			return err
+		}
+		return yamlGraph(c, raw, map[string]string{headerRevision: strconv.Itoa(rev.Revision),
+			headerChecksum: rev.Checksum, headerDraftRevision: strconv.Itoa(rev.DraftRevision)})
 	}
 	return c.JSON(http.StatusOK, revisionDetail{
 		Key:                    key,

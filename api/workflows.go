@@ -26,6 +26,7 @@ func (s *Server) registerWorkflowRoutes(g *echo.Group) {
 	g.GET("/workflows", s.listWorkflows, read)
 	g.GET("/workflows/:key", s.getWorkflow, read)
 	g.PUT("/workflows/:key/draft", s.saveDraft, write)
+	g.GET("/workflows/:key/draft", s.getDraft, read)
 	g.POST("/workflows/:key/dry-run", s.dryRunWorkflow, read)
 	g.POST("/workflows/:key/publish", s.publishWorkflow, publish)
 	g.GET("/workflows/:key/revisions/:n", s.getWorkflowRevision, read)
@@ -289,17 +290,5 @@ func (s *Server) getWorkflow(c echo.Context) error {
 
 // loadDraft returns the requested draft revision (0 = the latest) of key.
 func (s *Server) loadDraft(c echo.Context, tenant, key string, revision int) (store.Draft, error) {
-	ctx := c.Request().Context()
-	if revision == 0 {
-		w, err := s.deps.Store.GetWorkflow(ctx, tenant, key)
-		if err != nil {
-			return store.Draft{}, notFoundAs(err, "workflow %q not found", key)
-		}
-		revision = w.LatestDraftRevision
-	}
-	d, err := s.deps.Store.GetDraft(ctx, tenant, key, revision)
-	if err != nil {
-		return store.Draft{}, notFoundAs(err, "draft revision %d of workflow %q not found", revision, key)
-	}
-	return d, nil
+	return s.publication.Draft(c.Request().Context(), tenant, key, revision)
 }

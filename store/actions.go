@@ -92,7 +92,7 @@ func (s *Store) ListActionContracts(ctx context.Context) ([]PublishedAction, err
 	return out, nil
 }
 
-// PublishedContracts implements catalog.ActionSource: every published contract.
+// PublishedContracts implements publication.ActionSource: every published contract.
 func (s *Store) PublishedContracts(ctx context.Context) ([]graph.ActionContract, error) {
 	all, err := s.ListActionContracts(ctx)
 	if err != nil {

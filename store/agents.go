@@ -268,7 +268,7 @@ type agentContractContent struct {
 	Skills       []graph.SkillRef `json:"skills"`
 }
 
-// AgentContracts implements catalog.AgentSource: the contracts of those refs
+// AgentContracts implements publication.AgentSource: the contracts of those refs
 // that exist in the tenant, archived ones marked Archived (validation then
 // refuses them as MISSING_DEPENDENCY), with their instructions template and
 // the skills they list (unpinned: SkillContracts resolves them).
