@@ -21,7 +21,7 @@ WEFTBENCH_FLAGS ?=
 # Fuzz targets that must exist (package:Target). `make fuzz` runs every
 # Fuzz target it finds; naming these makes a renamed or deleted one fail
 # instead of being skipped silently.
-FUZZ_EXPECTED := ./graph:FuzzDecode ./graph:FuzzValidate ./variables:FuzzTokenize
+FUZZ_EXPECTED := ./graph:FuzzDecode ./graph:FuzzValidate ./jsonstrict:FuzzDecode ./jsonstrict:FuzzSameAsTokenWalk ./variables:FuzzTokenize
 
 .PHONY: help dev build test fuzz lint bench web web-test web-check screenshots
 
