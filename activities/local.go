@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"github.com/weftworks/weft/execution"
@@ -127,11 +128,7 @@ func (a *LocalNodeActivities) validator(ctx context.Context, in execution.NodeIn
 
 func (a *LocalNodeActivities) merge(ctx context.Context, in execution.NodeInput, n graph.Node) (execution.NodeResult, error) {
 	obj := make(map[string]json.RawMessage, len(in.Inputs))
-	ports := make([]string, 0, len(in.Inputs))
-	for p := range in.Inputs {
-		ports = append(ports, p)
-	}
-	slices.Sort(ports)
+	ports := slices.Sorted(maps.Keys(in.Inputs))
 	for _, p := range ports {
 		if _, declared := n.Inputs[p]; !declared {
 			return execution.NodeResult{}, permanent(execution.ErrMappingUnresolved, nil, "merge %q has no input port %q", n.ID, p)

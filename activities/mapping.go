@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -36,11 +37,7 @@ func (m *mapper) callInput() (json.RawMessage, error) {
 		}
 		return m.values.port(m.ctx, m.in, port)
 	}
-	keys := make([]string, 0, len(m.node.Mapping))
-	for k := range m.node.Mapping {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(m.node.Mapping))
 	obj := make(map[string]json.RawMessage, len(keys))
 	for _, k := range keys {
 		v, err := m.entry(k, m.node.Mapping[k])

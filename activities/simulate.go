@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"go.temporal.io/sdk/temporal"
@@ -209,11 +210,7 @@ func (r *revision) defaultOutput(n graph.Node, contract json.RawMessage, what st
 // port's value unchanged (a reference stays a reference), or with several
 // ports an object keyed by port.
 func (a *NodeActivities) carriedInput(ctx context.Context, in execution.NodeInput, n graph.Node) (execution.Value, error) {
-	ports := make([]string, 0, len(n.Inputs))
-	for p := range n.Inputs {
-		ports = append(ports, p)
-	}
-	slices.Sort(ports)
+	ports := slices.Sorted(maps.Keys(n.Inputs))
 	if len(ports) == 1 {
 		v, ok := in.Inputs[ports[0]]
 		if !ok {

@@ -177,26 +177,32 @@ func (s *Server) definitionContent(c echo.Context, raw json.RawMessage) (json.Ra
 	return content, hash, nil
 }
 
+// createAgentBody is the body of POST /v1/agents.
+type createAgentBody struct {
+	Key         string          `json:"key" required:"true"`
+	Name        string          `json:"name" required:"true"`
+	Description string          `json:"description"`
+	Definition  json.RawMessage `json:"definition" required:"true"`
+}
+
+// addAgentRevisionBody is the body of POST /v1/agents/{key}/revisions: absent
+// (or null) optional members keep what the agent has.
+type addAgentRevisionBody struct {
+	ExpectedRevision *int            `json:"expectedRevision"`
+	Name             *string         `json:"name"`
+	Description      *string         `json:"description"`
+	Definition       json.RawMessage `json:"definition" required:"true"`
+}
+
 // createAgent handles POST /v1/agents {key, name, description?, definition}:
 // the agent and its revision 1 are created together (201).
 func (s *Server) createAgent(c echo.Context) error {
 	p := principal(c)
-	if _, err := graphBodyFormat(c); err != nil {
+	var body createAgentBody
+	if err := decodeBody(c, maxAgentRequestBytes, &body); err != nil {
 		return err
 	}
-	body, err := readRequestBody(c, maxAgentRequestBytes)
-	if err != nil {
-		return err
-	}
-	var key, name, description string
-	var raw json.RawMessage
-	if err := decodeEnvelope(body,
-		&envelopeField{Name: "key", Dst: &key, Required: true},
-		&envelopeField{Name: "name", Dst: &name, Required: true},
-		&envelopeField{Name: "description", Dst: &description},
-		&envelopeField{Name: "definition", Dst: &raw, Required: true}); err != nil {
-		return err
-	}
+	key, name, description, raw := body.Key, body.Name, body.Description, body.Definition
 	if err := checkAgentKey(key); err != nil {
 		return err
 	}
@@ -233,42 +239,31 @@ func (s *Server) addAgentRevision(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := graphBodyFormat(c); err != nil {
+	var body addAgentRevisionBody
+	if err := decodeBody(c, maxAgentRequestBytes, &body); err != nil {
 		return err
 	}
-	body, err := readRequestBody(c, maxAgentRequestBytes)
-	if err != nil {
-		return err
-	}
-	var expected int
-	var name, description string
-	var raw json.RawMessage
-	ef := &envelopeField{Name: "expectedRevision", Dst: &expected}
-	nf := &envelopeField{Name: "name", Dst: &name}
-	df := &envelopeField{Name: "description", Dst: &description}
-	if err := decodeEnvelope(body, ef, nf, df, &envelopeField{Name: "definition", Dst: &raw, Required: true}); err != nil {
-		return err
-	}
-	if ef.Set {
-		if err := checkRevisionNumber("expectedRevision", expected); err != nil {
+	u := store.AgentUpdate{By: p.Sub}
+	if body.ExpectedRevision != nil {
+		if err := checkRevisionNumber("expectedRevision", *body.ExpectedRevision); err != nil {
 			return err
 		}
+		u.ExpectedRevision = *body.ExpectedRevision
 	}
-	u := store.AgentUpdate{ExpectedRevision: expected, By: p.Sub}
-	if nf.Set {
-		if err := checkText("name", name, true, maxAgentNameChars); err != nil {
+	if body.Name != nil {
+		if err := checkText("name", *body.Name, true, maxAgentNameChars); err != nil {
 			return err
 		}
-		trimmed := strings.TrimSpace(name)
+		trimmed := strings.TrimSpace(*body.Name)
 		u.Name = &trimmed
 	}
-	if df.Set {
-		if err := checkText("description", description, false, maxAgentDescriptionChars); err != nil {
+	if body.Description != nil {
+		if err := checkText("description", *body.Description, false, maxAgentDescriptionChars); err != nil {
 			return err
 		}
-		u.Description = &description
+		u.Description = body.Description
 	}
-	if u.Content, u.Hash, err = s.definitionContent(c, raw); err != nil {
+	if u.Content, u.Hash, err = s.definitionContent(c, body.Definition); err != nil {
 		return err
 	}
 	a, rev, err := s.deps.Store.AddAgentRevision(c.Request().Context(), p.Tenant, key, u)
@@ -336,7 +331,7 @@ func (s *Server) archiveAgent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := readRequestBody(c, requestHeadroom); err != nil {
+	if _, err := readBody(c, requestHeadroom); err != nil {
 		return err
 	}
 	a, err := s.deps.Store.ArchiveAgent(c.Request().Context(), p.Tenant, key, p.Sub)

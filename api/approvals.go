@@ -78,7 +78,7 @@ func (s *Server) decideApproval(c echo.Context) error {
 		return errNoStarter
 	}
 	var body decisionBody
-	if err := decodeStrict(c, maxDecisionBody, &body); err != nil {
+	if err := decodeBody(c, maxDecisionBody, &body); err != nil {
 		return err
 	}
 	p := principal(c)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -116,10 +117,9 @@ func (s *Server) getLimits(c echo.Context) error {
 	for k := range usage.Workflows {
 		if _, ok := byKey[k]; !ok {
 			byKey[k] = store.WorkflowLimits{TenantID: tenant, WorkflowKey: k}
-			keys = append(keys, k)
 		}
 	}
-	slices.Sort(keys)
+	keys = slices.Sorted(maps.Keys(byKey))
 	out := limitsBody{Tenant: toTenantLimitsBody(tl, usage), Workflows: make([]workflowLimitsBody, 0, len(keys))}
 	for _, k := range keys {
 		out.Workflows = append(out.Workflows, toWorkflowLimitsBody(byKey[k], usage.Workflows[k]))
@@ -140,7 +140,7 @@ func (s *Server) putTenantLimits(c echo.Context) error {
 		return errNoStarter
 	}
 	var body putTenantLimitsRequest
-	if err := decodeStrict(c, maxLimitsBody, &body); err != nil {
+	if err := decodeBody(c, maxLimitsBody, &body); err != nil {
 		return err
 	}
 	p := principal(c)
@@ -205,7 +205,7 @@ func (s *Server) putWorkflowLimits(c echo.Context) error {
 		return err
 	}
 	var body putWorkflowLimitsRequest
-	if err := decodeStrict(c, maxLimitsBody, &body); err != nil {
+	if err := decodeBody(c, maxLimitsBody, &body); err != nil {
 		return err
 	}
 	p := principal(c)

@@ -74,7 +74,7 @@ func newContractHarness(t *testing.T) *contractHarness {
 	cfg.TaskQueue, cfg.DatabaseURL = queue, ""
 
 	m := metrics.New()
-	require.NoError(t, m.RegisterRuns(st.Pool, 0, logger))
+	require.NoError(t, m.RegisterRuns(st, 0, logger))
 	inproc.Worker(t, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m})
 	runs, err := inproc.NewStarter(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test",
 		Namespace: "default", Logger: logger})

@@ -11,30 +11,45 @@ import (
 	"github.com/weftworks/weft/publication"
 )
 
+// dryRunBody is the optional body of POST /v1/workflows/{key}/dry-run: the
+// draft revision to judge (absent: the latest).
+type dryRunBody struct {
+	DraftRevision *int `json:"draftRevision"`
+}
+
+// publishBody is the body of POST /v1/workflows/{key}/publish: the draft
+// revision being published.
+type publishBody struct {
+	ExpectedRevision *int `json:"expectedRevision" required:"true"`
+}
+
 // draftRevisionRequest reads what dry-run and publish share: the workflow
-// key of the path and a JSON body {field: n} naming a draft revision. An
-// absent optional field is 0 (the latest draft).
-func draftRevisionRequest(c echo.Context, field string, required bool) (key string, revision int, err error) {
+// key of the path and a JSON body (dryRunBody or publishBody) naming a draft
+// revision. An absent optional revision is 0 (the latest draft).
+func draftRevisionRequest(c echo.Context, publish bool) (key string, revision int, err error) {
 	if key, err = workflowPathKey(c); err != nil {
 		return "", 0, err
 	}
-	if _, err := graphBodyFormat(c); err != nil {
-		return "", 0, err
+	field, n := "draftRevision", (*int)(nil)
+	if publish {
+		var body publishBody
+		err = decodeBody(c, requestHeadroom, &body)
+		field, n = "expectedRevision", body.ExpectedRevision
+	} else {
+		var body dryRunBody
+		err = decodeOptionalBody(c, requestHeadroom, &body)
+		n = body.DraftRevision
 	}
-	body, err := readRequestBody(c, requestHeadroom)
 	if err != nil {
 		return "", 0, err
 	}
-	f := &envelopeField{Name: field, Dst: &revision, Required: required}
-	if err := decodeEnvelope(body, f); err != nil {
+	if n == nil {
+		return key, 0, nil
+	}
+	if err := checkRevisionNumber(field, *n); err != nil {
 		return "", 0, err
 	}
-	if f.Set || required {
-		if err := checkRevisionNumber(field, revision); err != nil {
-			return "", 0, err
-		}
-	}
-	return key, revision, nil
+	return key, *n, nil
 }
 
 func checkRevisionNumber(name string, n int) error {
@@ -59,7 +74,7 @@ type dryRunResponse struct {
 // stores nothing and calls nothing.
 func (s *Server) dryRunWorkflow(c echo.Context) error {
 	p := principal(c)
-	key, revision, err := draftRevisionRequest(c, "draftRevision", false)
+	key, revision, err := draftRevisionRequest(c, false)
 	if err != nil {
 		return err
 	}
@@ -91,7 +106,7 @@ type publishResponse struct {
 // that revision, so a retried publish is harmless.
 func (s *Server) publishWorkflow(c echo.Context) error {
 	p := principal(c)
-	key, expected, err := draftRevisionRequest(c, "expectedRevision", true)
+	key, expected, err := draftRevisionRequest(c, true)
 	if err != nil {
 		return err
 	}

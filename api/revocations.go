@@ -130,6 +130,12 @@ func (s *Server) listRevocations(c echo.Context) error {
 	return list(c, "revocations", out, next)
 }
 
+// createRevocationBody is the body of POST /v1/revocations.
+type createRevocationBody struct {
+	Sub   string `json:"sub" required:"true"`
+	Scope string `json:"scope" required:"true"`
+}
+
 // createRevocation handles POST /v1/revocations {sub, scope}: 201 with the
 // revocation, 200 with the existing one when it was already revoked.
 func (s *Server) createRevocation(c echo.Context) error {
@@ -137,19 +143,11 @@ func (s *Server) createRevocation(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := requireJSONContentType(c); err != nil {
+	var body createRevocationBody
+	if err := decodeBody(c, maxRevocationBody, &body); err != nil {
 		return err
 	}
-	body, err := readBodyAtMost(c, maxRevocationBody)
-	if err != nil {
-		return err
-	}
-	var sub, scope string
-	if err := decodeEnvelope(body,
-		&envelopeField{Name: "sub", Dst: &sub, Required: true},
-		&envelopeField{Name: "scope", Dst: &scope, Required: true}); err != nil {
-		return err
-	}
+	sub, scope := body.Sub, body.Scope
 	if err := checkRevocationText("sub", sub); err != nil {
 		return err
 	}

@@ -1,13 +1,11 @@
 package api
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"io"
-	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,7 +90,7 @@ func (s *Server) enqueueRun(c echo.Context) error {
 		return err
 	}
 	var body enqueueRunBody
-	if err := decodeStrict(c, maxEnqueueBody, &body); err != nil {
+	if err := decodeBody(c, maxEnqueueBody, &body); err != nil {
 		return err
 	}
 	p := principal(c)
@@ -122,53 +120,6 @@ func (s *Server) enqueueRun(c echo.Context) error {
 	}
 	return c.JSON(status, acceptedBody{RunID: acc.RunID, Status: acc.Status, Position: acc.Position, Revision: acc.Revision,
 		Checksum: acc.Checksum})
-}
-
-// decodeStrict decodes exactly one JSON object with no unknown fields from
-// a JSON body (no Content-Type counts as JSON) of at most limit bytes.
-func decodeStrict(c echo.Context, limit int64, v any) error {
-	if err := requireJSONContentType(c); err != nil {
-		return err
-	}
-	data, err := readBodyAtMost(c, limit)
-	if err != nil {
-		return err
-	}
-	if !json.Valid(data) {
-		return failure.New(failure.CodeInvalidJSON, "the request body is not valid JSON")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return failure.New(failure.CodeInvalidRequest, "the request body does not match the expected shape: %s", err.Error())
-	}
-	return nil
-}
-
-// requireJSONContentType refuses a request whose Content-Type is set and is
-// not JSON (application/json or +json) with 415.
-func requireJSONContentType(c echo.Context) error {
-	if ct := c.Request().Header.Get(echo.HeaderContentType); strings.TrimSpace(ct) != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != echo.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
-			return failure.New(CodeUnsupportedMediaType, "Content-Type %q is not supported; use application/json", ct)
-		}
-	}
-	return nil
-}
-
-// readBodyAtMost reads the whole request body: more than limit bytes is 413
-// DOCUMENT_TOO_LARGE.
-func readBodyAtMost(c echo.Context, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, limit))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, failure.New(failure.CodeDocumentTooLarge, "the request body exceeds %d bytes", limit)
-	}
-	if err != nil {
-		return nil, failure.Wrap(err, failure.CodeInvalidRequest, "the request body could not be read")
-	}
-	return data, nil
 }
 
 // runBody is a run as the API shows it (SPEC §10).
@@ -278,11 +229,8 @@ func (s *Server) listRuns(c echo.Context) error {
 	}
 	f := store.RunFilter{WorkflowKey: c.QueryParam("workflowKey"), Status: c.QueryParam("status"),
 		Mode: c.QueryParam("mode"), Limit: limit + 1}
-	switch f.Status {
-	case "", execution.StatusThrottled, execution.StatusQueued, execution.StatusRunning, execution.StatusSucceeded,
-		execution.StatusFailed, execution.StatusCancelled:
-	default:
-		return failure.New(failure.CodeInvalidRequest, "status must be one of throttled, queued, running, succeeded, failed, cancelled")
+	if statuses := execution.RunStatuses(); f.Status != "" && !slices.Contains(statuses, f.Status) {
+		return failure.New(failure.CodeInvalidRequest, "status must be one of %s", strings.Join(statuses, ", "))
 	}
 	switch execution.Mode(f.Mode) {
 	case "", execution.ModeLive, execution.ModeSimulation:

@@ -94,7 +94,7 @@ func (b *bridgeRoutes) createSchedule(c echo.Context) error {
 		return err
 	}
 	var body createScheduleBody
-	if err := decodeStrict(c, maxScheduleBody, &body); err != nil {
+	if err := decodeBody(c, maxScheduleBody, &body); err != nil {
 		return err
 	}
 	v, err := svc.CreateSchedule(c.Request().Context(), principal(c), key, bridges.ScheduleRequest{
@@ -213,7 +213,7 @@ type toolPolicyBody struct {
 // decodeToolPolicy reads a tool-policy replacement body.
 func decodeToolPolicy(c echo.Context) ([]string, error) {
 	var body toolPolicyBody
-	if err := decodeStrict(c, maxToolPolicyBody, &body); err != nil {
+	if err := decodeBody(c, maxToolPolicyBody, &body); err != nil {
 		return nil, err
 	}
 	if body.ToolPolicy == nil {

@@ -116,28 +116,34 @@ func skillContent(name, text string) (agents.Skill, string, error) {
 	return sk, hash, nil
 }
 
+// createSkillBody is the body of POST /v1/skills.
+type createSkillBody struct {
+	Key  string `json:"key" required:"true"`
+	Name string `json:"name" required:"true"`
+	Text string `json:"text" required:"true"`
+}
+
+// addSkillRevisionBody is the body of POST /v1/skills/{key}/revisions: an
+// absent (or null) name keeps the latest revision's.
+type addSkillRevisionBody struct {
+	ExpectedRevision *int    `json:"expectedRevision"`
+	Name             *string `json:"name"`
+	Text             string  `json:"text" required:"true"`
+}
+
 // createSkill handles POST /v1/skills {key, name, text}: the skill and its
 // revision 1 (201).
 func (s *Server) createSkill(c echo.Context) error {
 	p := principal(c)
-	if _, err := graphBodyFormat(c); err != nil {
+	var body createSkillBody
+	if err := decodeBody(c, maxSkillRequestBytes, &body); err != nil {
 		return err
 	}
-	body, err := readRequestBody(c, maxSkillRequestBytes)
-	if err != nil {
-		return err
-	}
-	var key, name, text string
-	if err := decodeEnvelope(body,
-		&envelopeField{Name: "key", Dst: &key, Required: true},
-		&envelopeField{Name: "name", Dst: &name, Required: true},
-		&envelopeField{Name: "text", Dst: &text, Required: true}); err != nil {
-		return err
-	}
+	key := body.Key
 	if err := checkKey("skill", key); err != nil {
 		return err
 	}
-	sk, hash, err := skillContent(name, text)
+	sk, hash, err := skillContent(body.Name, body.Text)
 	if err != nil {
 		return err
 	}
@@ -165,34 +171,29 @@ func (s *Server) addSkillRevision(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := graphBodyFormat(c); err != nil {
-		return err
-	}
-	body, err := readRequestBody(c, maxSkillRequestBytes)
-	if err != nil {
+	var body addSkillRevisionBody
+	if err := decodeBody(c, maxSkillRequestBytes, &body); err != nil {
 		return err
 	}
 	var expected int
-	var name, text string
-	ef := &envelopeField{Name: "expectedRevision", Dst: &expected}
-	nf := &envelopeField{Name: "name", Dst: &name}
-	if err := decodeEnvelope(body, ef, nf, &envelopeField{Name: "text", Dst: &text, Required: true}); err != nil {
-		return err
-	}
-	if ef.Set {
-		if err := checkRevisionNumber("expectedRevision", expected); err != nil {
+	if body.ExpectedRevision != nil {
+		if err := checkRevisionNumber("expectedRevision", *body.ExpectedRevision); err != nil {
 			return err
 		}
+		expected = *body.ExpectedRevision
 	}
 	ctx := c.Request().Context()
-	if !nf.Set {
+	var name string
+	if body.Name != nil {
+		name = *body.Name
+	} else {
 		cur, err := s.deps.Store.GetSkill(ctx, p.Tenant, key)
 		if err != nil {
 			return notFoundAs(err, "skill %q not found", key)
 		}
 		name = cur.Name
 	}
-	sk, hash, err := skillContent(name, text)
+	sk, hash, err := skillContent(name, body.Text)
 	if err != nil {
 		return err
 	}
@@ -262,7 +263,7 @@ func (s *Server) archiveSkill(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := readRequestBody(c, requestHeadroom); err != nil {
+	if _, err := readBody(c, requestHeadroom); err != nil {
 		return err
 	}
 	sk, err := s.deps.Store.ArchiveSkill(c.Request().Context(), p.Tenant, key, p.Sub)

@@ -1,12 +1,12 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -51,6 +51,15 @@ func (s *Server) listVariables(c echo.Context) error {
 	return list(c, "variables", s.variables().List(principal(c).Scopes), "")
 }
 
+// resolveBody is the body of POST /v1/variables/resolve. Bindings are
+// record bindings (strings); values are any JSON. Their names are checked
+// by variableMap.
+type resolveBody struct {
+	Template string                     `json:"template" required:"true"`
+	Bindings map[string]string          `json:"bindings"`
+	Values   map[string]json.RawMessage `json:"values"`
+}
+
 // resolveResponse answers a resolution.
 type resolveResponse struct {
 	Text string `json:"text"`
@@ -71,28 +80,20 @@ type resolveResponse struct {
 // Success is 200 {text}; a refusal keeps its code (see statusByCode).
 func (s *Server) resolveVariables(c echo.Context) error {
 	p := principal(c)
-	body, err := readResolveBody(c)
-	if err != nil {
+	var body resolveBody
+	if err := decodeBody(c, maxResolveBodyBytes, &body); err != nil {
 		return err
 	}
-	var template string
-	var rawBindings, rawValues json.RawMessage
-	if err := decodeEnvelope(body,
-		&envelopeField{Name: "template", Dst: &template, Required: true},
-		&envelopeField{Name: "bindings", Dst: &rawBindings},
-		&envelopeField{Name: "values", Dst: &rawValues},
-	); err != nil {
-		return err
-	}
+	template := body.Template
 	if n, limit := utf8.RuneCountInString(template), graph.DefaultLimits.MaxTemplateChars; n > limit {
 		return failure.New(graph.CodeLimitExceeded, "template has %d characters; the limit is %d", n, limit).
 			WithDetails(map[string]any{"field": "template", "limit": limit})
 	}
-	bindings, err := decodeVariableMap("bindings", rawBindings, bindingString)
+	bindings, err := variableMap("bindings", body.Bindings, func(s string) (string, error) { return s, nil })
 	if err != nil {
 		return err
 	}
-	values, err := decodeVariableMap("values", rawValues, valueString)
+	values, err := variableMap("values", body.Values, valueString)
 	if err != nil {
 		return err
 	}
@@ -126,44 +127,11 @@ func (s *Server) resolveVariables(c echo.Context) error {
 	return c.JSON(http.StatusOK, resolveResponse{Text: text})
 }
 
-// readResolveBody checks the Content-Type (JSON, or none) and reads the body,
-// at most maxResolveBodyBytes.
-func readResolveBody(c echo.Context) ([]byte, error) {
-	r := c.Request()
-	if err := requireJSONContentType(c); err != nil {
-		return nil, err
-	}
-	tooLarge := failure.New(failure.CodeDocumentTooLarge, "the request body is larger than %d bytes", maxResolveBodyBytes).
-		WithDetails(map[string]any{"limit": maxResolveBodyBytes})
-	if r.ContentLength > maxResolveBodyBytes {
-		return nil, tooLarge
-	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxResolveBodyBytes+1))
-	if err != nil {
-		return nil, failure.Wrap(err, failure.CodeInvalidRequest, "the request body could not be read")
-	}
-	if len(data) > maxResolveBodyBytes {
-		return nil, tooLarge
-	}
-	return data, nil
-}
-
-// bindingString returns a binding's value: record bindings are strings.
-func bindingString(raw json.RawMessage) (string, error) {
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", errors.New("must be a string")
-	}
-	return s, nil
-}
-
 // valueString renders a value as a template renders a bound value: a string
 // as it is, anything else as canonical JSON.
 func valueString(raw json.RawMessage) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	v, err := graph.DecodeValue(raw)
+	if err != nil {
 		return "", errors.New("is not valid JSON")
 	}
 	if s, ok := v.(string); ok {
@@ -176,43 +144,22 @@ func valueString(raw json.RawMessage) (string, error) {
 	return string(out), nil
 }
 
-// decodeVariableMap decodes an optional JSON object whose names are variable
-// keys (or binding names, which share the syntax) into strings using conv.
-// Anything else, including a repeated name (encoding/json would let the last
-// one win), is INVALID_REQUEST with details.field naming the member.
-func decodeVariableMap(field string, raw json.RawMessage, conv func(json.RawMessage) (string, error)) (map[string]string, error) {
-	out := map[string]string{}
-	if len(raw) == 0 {
-		return out, nil
-	}
-	bad := func(f, format string, args ...any) error {
-		return failure.New(failure.CodeInvalidRequest, "%s "+format, append([]any{f}, args...)...).
-			WithDetails(map[string]any{"field": f})
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, bad(field, "must be a JSON object")
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, bad(field, "is not valid JSON")
-		}
-		name, _ := tok.(string)
-		bad := func(format string, args ...any) error { return bad(field+"."+name, format, args...) }
-		var member json.RawMessage
-		if err := dec.Decode(&member); err != nil {
-			return nil, bad("is not valid JSON")
-		}
+// variableMap checks that every name of m (bindings or values, as decoded
+// by the request layer) is a variable key or binding name (they share the
+// syntax), in name order, and returns m's values rendered by conv; a bad
+// name or value is INVALID_REQUEST with details.field naming the member.
+func variableMap[V any](field string, m map[string]V, conv func(V) (string, error)) (map[string]string, error) {
+	out := make(map[string]string, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		f := field + "." + name
 		if !variables.IsKey(name) {
-			return nil, bad("is not a variable key (%s)", variables.KeyPattern)
+			return nil, failure.New(failure.CodeInvalidRequest, "%s is not a variable key (%s)", f, variables.KeyPattern).
+				WithDetails(map[string]any{"field": f})
 		}
-		if _, dup := out[name]; dup {
-			return nil, bad("appears twice")
-		}
-		s, err := conv(member)
+		s, err := conv(m[name])
 		if err != nil {
-			return nil, bad("%s", err.Error())
+			return nil, failure.New(failure.CodeInvalidRequest, "%s %s", f, err.Error()).
+				WithDetails(map[string]any{"field": f})
 		}
 		out[name] = s
 	}

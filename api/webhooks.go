@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -10,7 +8,6 @@ import (
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/bridges"
-	"github.com/weftworks/weft/failure"
 )
 
 // registerWebhookRoutes adds the webhook management routes under /v1 and
@@ -41,17 +38,9 @@ func (b *bridgeRoutes) createWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	data, err := readBodyAtMost(c, maxWebhookCreateBodySize)
-	if err != nil {
-		return err
-	}
 	var body createWebhookBody
-	if len(bytes.TrimSpace(data)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(data))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			return failure.New(failure.CodeInvalidRequest, "a webhook takes one option, toolPolicy: send no body, {} or {\"toolPolicy\": [...]}")
-		}
+	if err := decodeOptionalBody(c, maxWebhookCreateBodySize, &body); err != nil {
+		return err
 	}
 	created, err := svc.CreateWebhook(c.Request().Context(), principal(c), key, body.ToolPolicy)
 	if err != nil {
@@ -130,7 +119,7 @@ func (b *bridgeRoutes) deliverWebhook(c echo.Context) error {
 		return err
 	}
 	req := c.Request()
-	body, err := readBodyAtMost(c, bridges.MaxWebhookBody)
+	body, err := readBody(c, bridges.MaxWebhookBody)
 	if err != nil {
 		return err
 	}

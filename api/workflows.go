@@ -69,8 +69,8 @@ func notFoundAs(err error, format string, args ...any) error {
 
 // createWorkflowRequest is the body of POST /v1/workflows.
 type createWorkflowRequest struct {
-	Key   string
-	Graph json.RawMessage
+	Key   string          `json:"key" required:"true"`
+	Graph json.RawMessage `json:"graph" required:"true"`
 }
 
 // draftResponse answers a create or a draft save.
@@ -87,7 +87,7 @@ func (s *Server) createWorkflow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := readRequestBody(c, maxRequestBytes)
+	body, err := readBody(c, maxRequestBytes)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (s *Server) saveDraft(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := readRequestBody(c, maxRequestBytes)
+	body, err := readBody(c, maxRequestBytes)
 	if err != nil {
 		return err
 	}

@@ -35,14 +35,14 @@ const formatYAML = "yaml"
 // yamlMediaTypes are the Content-Types read as YAML.
 var yamlMediaTypes = map[string]bool{"application/yaml": true, "application/x-yaml": true, "text/yaml": true, "text/x-yaml": true}
 
-// authoringBodyFormat is graphBodyFormat for the routes whose body is (or
+// authoringBodyFormat is requireJSON for the routes whose body is (or
 // wraps) a graph document: YAML is accepted there.
 func authoringBodyFormat(c echo.Context) (string, error) {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	if mt, _, err := mime.ParseMediaType(ct); err == nil && (yamlMediaTypes[mt] || strings.HasSuffix(mt, "+yaml")) {
 		return formatYAML, nil
 	}
-	return graphBodyFormat(c)
+	return formatJSON, requireJSON(c)
 }
 
 // createRequest reads the key and the graph of a create: from the JSON
@@ -63,9 +63,7 @@ func createRequest(c echo.Context, format string, body []byte) (createWorkflowRe
 	if err := noQuery(query, "key"); err != nil {
 		return req, err
 	}
-	key := &envelopeField{Name: "key", Dst: &req.Key, Required: true}
-	gf := &envelopeField{Name: "graph", Dst: &req.Graph, Required: true}
-	return req, decodeEnvelope(body, key, gf)
+	return req, decodeRequest(body, &req, false)
 }
 
 // draftRequest reads expectedRevision and the graph of a draft save: from
@@ -89,12 +87,14 @@ func draftRequest(c echo.Context, format string, body []byte) (int, json.RawMess
 	if err := noQuery(query, "expectedRevision"); err != nil {
 		return 0, nil, err
 	}
-	var expected int
-	var raw json.RawMessage
-	err := decodeEnvelope(body,
-		&envelopeField{Name: "expectedRevision", Dst: &expected, Required: true},
-		&envelopeField{Name: "graph", Dst: &raw, Required: true})
-	return expected, raw, err
+	var env struct {
+		ExpectedRevision int             `json:"expectedRevision" required:"true"`
+		Graph            json.RawMessage `json:"graph" required:"true"`
+	}
+	if err := decodeRequest(body, &env, false); err != nil {
+		return 0, nil, err
+	}
+	return env.ExpectedRevision, env.Graph, nil
 }
 
 // onlyQuery refuses query parameters other than allowed, and any given

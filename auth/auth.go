@@ -58,12 +58,22 @@ type Principal struct {
 // Has reports whether the principal holds scope.
 func (p Principal) Has(scope string) bool { return slices.Contains(p.Scopes, scope) }
 
-// Missing returns the scopes of need the principal lacks, sorted.
+// Missing returns the scopes of need the principal lacks, sorted (nil when
+// it lacks none).
 func Missing(have, need []string) []string {
-	var out []string
-	for _, s := range need {
-		if !slices.Contains(have, s) && !slices.Contains(out, s) {
-			out = append(out, s)
+	if out := Without(need, have); len(out) > 0 {
+		return out
+	}
+	return nil
+}
+
+// Without returns the scopes of s that are not in remove, sorted and
+// without duplicates (never nil).
+func Without(s, remove []string) []string {
+	out := make([]string, 0, len(s))
+	for _, v := range s {
+		if !slices.Contains(remove, v) && !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	slices.Sort(out)

@@ -84,6 +84,21 @@ func TestMissing(t *testing.T) {
 	}
 }
 
+// TestWithout: the set difference Missing and authz.Effective share is
+// sorted, without duplicates, and never nil (Missing is nil when nothing
+// lacks).
+func TestWithout(t *testing.T) {
+	if got := Without([]string{"d", "b", "a", "b"}, []string{"a", "c"}); strings.Join(got, ",") != "b,d" {
+		t.Fatalf("Without = %v, want [b d]", got)
+	}
+	if got := Without(nil, []string{"a"}); got == nil || len(got) != 0 {
+		t.Fatalf("Without(nil) = %#v, want an empty list", got)
+	}
+	if got := Missing([]string{"a"}, []string{"a"}); got != nil {
+		t.Fatalf("Missing with nothing lacking = %#v, want nil", got)
+	}
+}
+
 // TestAllScopes pins the scope list: the dev token carries all of them,
 // `weft token` warns about any other, POST /v1/revocations accepts only
 // these, and api/openapi.yaml lists them (components/schemas/Scope).

@@ -33,16 +33,7 @@ const MaxTools = 200
 
 // Effective is a snapshot minus the revoked scopes, sorted and without
 // duplicates.
-func Effective(snapshot, revoked []string) []string {
-	out := make([]string, 0, len(snapshot))
-	for _, s := range snapshot {
-		if !slices.Contains(revoked, s) && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+func Effective(snapshot, revoked []string) []string { return auth.Without(snapshot, revoked) }
 
 // ParseTools validates a list of actionId@version (toolGrants, a tool
 // policy) named field in the request, and returns it normalized: sorted,

@@ -3,6 +3,7 @@ package bridges
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -121,11 +122,7 @@ func (e *Enqueuer) effectiveScopes(ctx context.Context, tenantID, sub string, sn
 // missingScopeError is the 403 for a policy whose tools need scopes that
 // whose (the creator, you) does not hold.
 func missingScopeError(whose string, byTool map[string][]string, missing []string) error {
-	tools := make([]string, 0, len(byTool))
-	for t := range byTool {
-		tools = append(tools, t)
-	}
-	slices.Sort(tools)
+	tools := slices.Sorted(maps.Keys(byTool))
 	return failure.New(failure.CodeMissingScope, "the tool policy lists %s, which need scopes %s does not hold: %s",
 		strings.Join(tools, ", "), whose, strings.Join(missing, ", ")).
 		WithDetails(map[string]any{"missing": missing, "tools": byTool})
@@ -201,11 +198,7 @@ func (e *Enqueuer) firingPolicyError(ctx context.Context, a serviceActor, perms 
 	if len(missing) == 0 {
 		return nil
 	}
-	tools := make([]string, 0, len(byTool))
-	for t := range byTool {
-		tools = append(tools, t)
-	}
-	slices.Sort(tools)
+	tools := slices.Sorted(maps.Keys(byTool))
 	return failure.New(failure.CodePermissionDenied,
 		"the %s's tool policy lists %s, which need %s: its creator %s no longer holds them; narrow the policy (PUT .../tool-policy) or remove the revocation",
 		a.kind, strings.Join(tools, ", "), strings.Join(missing, ", "), a.createdBy).

@@ -1,11 +1,11 @@
 package bridges
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,17 +74,6 @@ func hasTemplate(s string) bool {
 	return false
 }
 
-// decodeInput parses input keeping numbers exact.
-func decodeInput(input json.RawMessage) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
 // templateStrings returns the string values of v that hold templates, in
 // a deterministic order (object members by key), with their pointers under
 // prefix.
@@ -99,20 +88,11 @@ func templateStrings(v any, prefix string, out []inputString) []inputString {
 			out = templateStrings(e, prefix+"/"+strconv.Itoa(i), out)
 		}
 	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			out = templateStrings(t[k], prefix+"/"+escapePointer(k), out)
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			out = templateStrings(t[k], prefix+"/"+graph.EscapePointerToken(k), out)
 		}
 	}
 	return out
-}
-
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // scheduleVariables are the definitions a schedule's input may use.
@@ -139,11 +119,7 @@ func checkBindings(reg *variables.Registry, bindings map[string]string) error {
 		field := "bindings/" + name
 		switch {
 		case !known[name]:
-			names := make([]string, 0, len(known))
-			for k := range known {
-				names = append(names, k)
-			}
-			slices.Sort(names)
+			names := slices.Sorted(maps.Keys(known))
 			return failure.New(failure.CodeInvalidRequest, "binding %q is required by no variable (known bindings: %s)", name, strings.Join(names, ", ")).
 				WithDetails(map[string]any{"field": field})
 		case strings.TrimSpace(v) == "" || utf8.RuneCountInString(v) > maxBindingChars ||
@@ -162,7 +138,7 @@ func checkInputTemplates(reg *variables.Registry, creatorScopes []string, input 
 	if err := checkBindings(reg, bindings); err != nil {
 		return false, err
 	}
-	v, err := decodeInput(input)
+	v, err := graph.DecodeValue(input)
 	if err != nil {
 		return false, failure.New(failure.CodeInvalidRequest, "input is not valid JSON")
 	}
@@ -227,7 +203,7 @@ func checkInputTemplates(reg *variables.Registry, creatorScopes []string, input 
 // failing source is returned as a retryable error.
 func resolveInput(ctx context.Context, reg *variables.Registry, a serviceActor, scheduledAt time.Time, perms []string,
 	input json.RawMessage, bindings map[string]string) (json.RawMessage, error) {
-	v, err := decodeInput(input)
+	v, err := graph.DecodeValue(input)
 	if err != nil {
 		return nil, failure.New(failure.CodeInvalidInput, "the schedule's input is not valid JSON")
 	}
@@ -271,13 +247,8 @@ func resolveValue(ctx context.Context, reg *variables.Registry, req variables.Re
 		return out, nil
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			r, err := resolveValue(ctx, reg, req, t[k], path+"/"+escapePointer(k))
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			r, err := resolveValue(ctx, reg, req, t[k], path+"/"+graph.EscapePointerToken(k))
 			if err != nil {
 				return nil, err
 			}

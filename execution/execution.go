@@ -83,6 +83,11 @@ const (
 	StatusCancelled = "cancelled"
 )
 
+// RunStatuses returns every run status in lifecycle order (a fresh slice).
+func RunStatuses() []string {
+	return []string{StatusThrottled, StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled}
+}
+
 // Terminal reports whether a run status is final: succeeded, failed or
 // cancelled.
 func Terminal(status string) bool {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -67,10 +66,6 @@ func validIdent(s string) bool {
 	}
 	return true
 }
-
-// bindingKeyPattern is a variable key or a source binding name: dot path
-// segments starting lowercase then letters/digits (SPEC §6).
-var bindingKeyPattern = regexp.MustCompile(`^[a-z][a-zA-Z0-9]*(\.[a-z][a-zA-Z0-9]*)*$`)
 
 // Validate returns every issue of doc against the dependency snapshot cat
 // (nil resolves nothing). It never stops at the first issue; an empty result

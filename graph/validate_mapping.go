@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/weftworks/weft/variables"
 )
 
 // checkMapping checks how a node builds its call input (SPEC §2 mappings):
@@ -83,8 +85,10 @@ func (a *analysis) checkTemplate(n Node, path mappingPath, tmpl string, bindings
 		return
 	}
 	for _, k := range slices.Sorted(maps.Keys(bindings)) {
-		if !validBindingKey(k) {
-			a.add(CodeInvalidMapping, path.at("bindings", k), "binding key %q must be a variable key or binding name (%s)", k, bindingKeyPattern)
+		// A binding key is a variable key or a source binding name: one
+		// syntax (SPEC §6), which package variables owns.
+		if !variables.IsKey(k) {
+			a.add(CodeInvalidMapping, path.at("bindings", k), "binding key %q must be a variable key or binding name (%s)", k, variables.KeyPattern)
 		}
 		a.checkPortPointer(n, bindings[k], path, "bindings", k)
 	}
@@ -139,25 +143,4 @@ func firstPointerToken(p string) (first string, ok bool, err error) {
 		return "", false, err
 	}
 	return toks[0], true, nil
-}
-
-// validBindingKey matches bindingKeyPattern without a regexp: it runs for
-// every binding of every template.
-func validBindingKey(s string) bool {
-	start := true // at the first byte of a segment
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case start:
-			if c < 'a' || c > 'z' {
-				return false
-			}
-			start = false
-		case c == '.':
-			start = true
-		case !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'):
-			return false
-		}
-	}
-	return len(s) > 0 && !start
 }

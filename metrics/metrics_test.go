@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/metrics"
 )
@@ -66,11 +65,11 @@ func TestObserveNodeNilSafe(t *testing.T) {
 func TestRunsByStatus(t *testing.T) {
 	st := testinfra.NewStore(t)
 	m := metrics.New()
-	if err := m.RegisterRuns(st.Pool, 0, nil); err != nil {
+	if err := m.RegisterRuns(st, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := scrape(t, m)
-	for _, s := range metrics.RunStatuses {
+	for _, s := range execution.RunStatuses() {
 		if want := `weft_runs{status="` + s + `"} 0`; !strings.Contains(got, want) {
 			t.Errorf("empty table: scrape lacks %s", want)
 		}
@@ -99,10 +98,10 @@ func TestRunsByStatus(t *testing.T) {
 	}
 }
 
-// hangingQuerier never answers before its context ends.
-type hangingQuerier struct{}
+// hangingCounter never answers before its context ends.
+type hangingCounter struct{}
 
-func (hangingQuerier) Query(ctx context.Context, _ string, _ ...any) (pgx.Rows, error) {
+func (hangingCounter) RunsByStatus(ctx context.Context) (map[string]int64, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -112,7 +111,7 @@ func (hangingQuerier) Query(ctx context.Context, _ string, _ ...any) (pgx.Rows, 
 // metrics are still served.
 func TestRunsTimeout(t *testing.T) {
 	m := metrics.New()
-	if err := m.RegisterRuns(hangingQuerier{}, 50*time.Millisecond, slog.New(slog.DiscardHandler)); err != nil {
+	if err := m.RegisterRuns(hangingCounter{}, 50*time.Millisecond, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()

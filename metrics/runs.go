@@ -5,32 +5,25 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/weftworks/weft/execution"
 )
-
-// RunStatuses are the run statuses weft_runs always reports (0 when none),
-// so a series never disappears when its last run changes status.
-var RunStatuses = []string{"throttled", "queued", "running", "succeeded", "failed", "cancelled"}
 
 // DefaultRunsTimeout bounds the runs query of one scrape.
 const DefaultRunsTimeout = 2 * time.Second
 
-// Querier is what the runs collector reads through (a *pgxpool.Pool).
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+// RunCounter is what the runs collector reads through (*store.Store): the
+// number of runs of every tenant by status, read once per scrape.
+type RunCounter interface {
+	RunsByStatus(ctx context.Context) (map[string]int64, error)
 }
-
-// runsQuery counts runs by status across tenants. It reads the runs table
-// once per scrape; the per-tenant view is the API's (GET /v1/runs?status=).
-const runsQuery = `SELECT status, count(*) FROM runs GROUP BY status`
 
 // runsCollector reports weft_runs{status} from PostgreSQL at scrape time,
 // and weft_runs_collector_up (1 when the query answered within the
 // timeout). A failed query never fails the whole scrape: the other
 // metrics are still served and the failure is logged.
 type runsCollector struct {
-	db      Querier
+	db      RunCounter
 	timeout time.Duration
 	log     *slog.Logger
 	runs    *prometheus.Desc
@@ -40,7 +33,7 @@ type runsCollector struct {
 // RegisterRuns adds the runs-by-status gauge, read from db at scrape time
 // with at most timeout (DefaultRunsTimeout when 0). Register it in the
 // processes that serve the API: every replica reports the same totals.
-func (m *Metrics) RegisterRuns(db Querier, timeout time.Duration, logger *slog.Logger) error {
+func (m *Metrics) RegisterRuns(db RunCounter, timeout time.Duration, logger *slog.Logger) error {
 	if timeout <= 0 {
 		timeout = DefaultRunsTimeout
 	}
@@ -69,7 +62,9 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
-	for _, s := range RunStatuses {
+	// Every known status is reported (0 when none), so a series never
+	// disappears when its last run changes status.
+	for _, s := range execution.RunStatuses() {
 		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(counts[s]), s)
 		delete(counts, s)
 	}
@@ -81,19 +76,5 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *runsCollector) count() (map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rows, err := c.db.Query(ctx, runsQuery)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, err
-		}
-		out[status] = n
-	}
-	return out, rows.Err()
+	return c.db.RunsByStatus(ctx)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 
@@ -130,11 +131,7 @@ func checkPermissions(c *graph.Compiled, have []string) error {
 		return nil
 	}
 	byNode := map[string][]string{}
-	ids := make([]string, 0, len(c.NodePermissions))
-	for id := range c.NodePermissions {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(c.NodePermissions))
 	for _, id := range ids {
 		if m := auth.Missing(have, c.NodePermissions[id]); len(m) > 0 {
 			byNode[id] = m

@@ -287,14 +287,14 @@ func projectionTime(drafts []execution.EventDraft) *time.Time {
 // statusRank orders run statuses; a status only ever moves to a higher rank,
 // and terminal statuses (rankTerminal) never change. -1 is unknown.
 func statusRank(s string) int {
-	switch s {
-	case execution.StatusThrottled:
+	switch {
+	case s == execution.StatusThrottled:
 		return 0
-	case execution.StatusQueued:
+	case s == execution.StatusQueued:
 		return 1
-	case execution.StatusRunning:
+	case s == execution.StatusRunning:
 		return 2
-	case execution.StatusSucceeded, execution.StatusFailed, execution.StatusCancelled:
+	case execution.Terminal(s):
 		return rankTerminal
 	}
 	return -1
@@ -302,9 +302,6 @@ func statusRank(s string) int {
 
 // rankTerminal is the rank of succeeded, failed and cancelled.
 const rankTerminal = 3
-
-// terminalStatus reports whether s is final.
-func terminalStatus(s string) bool { return statusRank(s) == rankTerminal }
 
 // appendInTx appends prepared events to a run's log inside tx with the
 // same weft_append_events the hot path calls (seq, hash and the stream
@@ -317,7 +314,7 @@ func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared
 	if err != nil {
 		return err
 	}
-	if upd != nil && terminalStatus(upd.Status) {
+	if upd != nil && execution.Terminal(upd.Status) {
 		call.finalStatus, call.finishedAt = upd.Status, at
 		if upd.Error != nil {
 			b, err := json.Marshal(upd.Error)

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,11 +15,6 @@ import (
 
 // NotesTool is the ledger tool name of workspace.notes.write@1.
 const NotesTool = "workspace.notes.write@1"
-
-// ErrLedgerConflict marks a ledger key reused with another input. It is
-// wrapped in a failure.Error with code IDEMPOTENCY_CONFLICT; match it with
-// errors.Is. The write fails closed: nothing is written.
-var ErrLedgerConflict = errors.New("store: idempotency key already used with another input")
 
 // Note is one note written by workspace.notes.write@1, with the run and node
 // that wrote it and who acted.
@@ -105,36 +99,6 @@ func (s *Store) WriteNoteOnce(ctx context.Context, tenantID, runID, nodeID, ledg
 		return "", fmt.Errorf("store: write note: %w", err)
 	}
 	return noteID, nil
-}
-
-// claimLedger claims (tenant, tool, key) for inputHash with result. It
-// returns nil when this call claimed the key (the caller performs the write
-// in the same transaction), the first result when the key was already claimed
-// with the same input hash, and an IDEMPOTENCY_CONFLICT error when it was
-// claimed with another. Concurrent claimers of one key wait for the first
-// transaction (ON CONFLICT), so exactly one write happens.
-func claimLedger(ctx context.Context, tx pgx.Tx, tenantID, tool, key, inputHash string, result []byte) (json.RawMessage, error) {
-	tag, err := tx.Exec(ctx, `INSERT INTO action_ledger (tenant_id, tool, key, input_hash, result)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant_id, tool, key) DO NOTHING`,
-		tenantID, tool, key, inputHash, result)
-	if err != nil {
-		return nil, fmt.Errorf("claim ledger: %w", err)
-	}
-	if tag.RowsAffected() == 1 {
-		return nil, nil
-	}
-	var boundHash string
-	var first []byte
-	if err := tx.QueryRow(ctx, `SELECT input_hash, result FROM action_ledger WHERE tenant_id = $1 AND tool = $2 AND key = $3`,
-		tenantID, tool, key).Scan(&boundHash, &first); err != nil {
-		return nil, fmt.Errorf("read ledger: %w", err)
-	}
-	if boundHash != inputHash {
-		return nil, failure.Wrap(ErrLedgerConflict, failure.CodeIdempotencyConflict,
-			"%s was already called with key %q and another input; refusing to write again", tool, key).
-			WithDetails(map[string]any{"tool": tool, "key": key})
-	}
-	return first, nil
 }
 
 // Page sizes of ListNotes.

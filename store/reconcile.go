@@ -61,7 +61,7 @@ func (s *Store) ActiveRuns(ctx context.Context, olderThan time.Duration, after *
 // weft, and must never append after the interpreter's own terminal event.
 // It reports whether it applied anything; the event key makes it idempotent.
 func (s *Store) SettleRun(ctx context.Context, tenantID, runID string, ev execution.EventDraft, upd execution.RunUpdate) (bool, error) {
-	if !terminalStatus(upd.Status) {
+	if !execution.Terminal(upd.Status) {
 		return false, fmt.Errorf("store: settle run %s: status %q is not terminal", runID, upd.Status)
 	}
 	return s.appendEvents(ctx, tenantID, runID, []execution.EventDraft{ev}, &upd, true)

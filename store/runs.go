@@ -455,3 +455,24 @@ func (s *Store) SetTemporalRunID(ctx context.Context, runID, temporalRunID strin
 	}
 	return nil
 }
+
+// RunsByStatus counts the runs of every tenant by status (statuses without
+// runs are absent). It reads the runs table once: the metrics scrape calls
+// it; the per-tenant view is ListRuns with a status filter.
+func (s *Store) RunsByStatus(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT status, count(*) FROM runs GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("store: runs by status: %w", err)
+	}
+	out := map[string]int64{}
+	var status string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
+		out[status] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: runs by status: %w", err)
+	}
+	return out, nil
+}

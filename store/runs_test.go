@@ -284,3 +284,31 @@ func TestBoundRunAndTenantName(t *testing.T) {
 		t.Fatalf("queued = %+v err=%v", queued, err)
 	}
 }
+
+// TestRunsByStatus counts the runs of every tenant by status; statuses
+// without runs are absent, and the counts follow the table.
+func TestRunsByStatus(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	ctx := context.Background()
+	got, err := st.RunsByStatus(ctx)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("empty table: %v, %v", got, err)
+	}
+	for _, r := range []struct{ tenant, status string }{
+		{"t1", "succeeded"}, {"t2", "succeeded"}, {"t1", "failed"}, {"t2", "queued"},
+	} {
+		run := createRun(t, st, r.tenant)
+		if _, err := st.Pool.Exec(ctx, `UPDATE runs SET status = $2 WHERE run_id = $1`, run.RunID, r.status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = st.RunsByStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"succeeded": 2, "failed": 1, "queued": 1}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("RunsByStatus = %v, want %v", got, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -113,11 +114,7 @@ func (r *Readiness) Names() []string {
 	if r == nil {
 		return nil
 	}
-	names := make([]string, 0, len(r.probers))
-	for n := range r.probers {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(r.probers))
 	return names
 }
 

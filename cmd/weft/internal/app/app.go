@@ -127,7 +127,7 @@ type apiParts struct {
 // with its worker.
 func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger, w *wiring) (apiParts, error) {
 	// weft_runs{status}: read from PostgreSQL at scrape time.
-	if err := m.RegisterRuns(st.Pool, 0, logger); err != nil {
+	if err := m.RegisterRuns(st, 0, logger); err != nil {
 		return apiParts{}, err
 	}
 	feed := st.NewEventFeed(logger)
