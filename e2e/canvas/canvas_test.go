@@ -225,7 +225,9 @@ func TestSleepingNodeGoesLive(t *testing.T) {
 	w.nap(t)
 	ctx := w.tab(t)
 	rec := record(t, ctx)
-	id := w.run(t, "nap", map[string]any{"ms": 5000})
+	// 20 s: the page must open and subscribe while the node still runs; on
+	// a loaded machine opening the page alone has taken over 5 s.
+	id := w.run(t, "nap", map[string]any{"ms": 20000})
 	w.open(t, ctx, "/ui/runs/"+id, w.devToken)
 	waitFor(t, ctx, "nap running", nodeStatus("nap", "running"))
 	waitFor(t, ctx, "the live badge", `!!document.querySelector('[data-testid=live-badge]')`)
