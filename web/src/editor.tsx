@@ -12,6 +12,7 @@ import {
   Handle,
   Position,
   ReactFlow,
+  applyNodeChanges,
   type Connection,
   type Edge,
   type EdgeChange,
@@ -169,7 +170,7 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
     return () => clearTimeout(t);
   }, [client, doc, dirty]);
 
-  const issues = verdict?.result.issues ?? [];
+  const issues = useMemo(() => verdict?.result.issues ?? [], [verdict]);
   const pinned = useMemo(() => pinIssues(doc, issues), [doc, issues]);
 
   const saveLayout = useCallback(
@@ -247,7 +248,8 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
     }
   };
 
-  const onNodesChange = (changes: NodeChange[]) => {
+  const onNodesChange = (changes: NodeChange<EditFlowNode>[]) => {
+    setRfNodes((ns) => applyNodeChanges(changes.filter((c) => c.type !== 'remove' && c.type !== 'select'), ns));
     let moved: Record<string, { x: number; y: number }> | null = null;
     let ended = false;
     for (const c of changes) {
@@ -277,13 +279,23 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
     }
   };
 
-  const rfNodes: EditFlowNode[] = doc.nodes.map((n) => ({
-    id: n.id,
-    type: 'edit' as const,
-    position: positions[n.id] ?? { x: 0, y: 0 },
-    data: { node: n, issues: pinned.nodes[n.id] ?? [], selected: selected === n.id },
-    selected: selected === n.id,
-  }));
+  // React Flow keeps what it measured on its nodes: they live in state,
+  // rebuilt from the document, the positions and the issues, keeping the
+  // measurements (applyNodeChanges stores them).
+  const [rfNodes, setRfNodes] = useState<EditFlowNode[]>([]);
+  useEffect(() => {
+    setRfNodes((prev) => {
+      const old = new Map(prev.map((n) => [n.id, n]));
+      return doc.nodes.map((n) => ({
+        ...(old.get(n.id) ?? {}),
+        id: n.id,
+        type: 'edit' as const,
+        position: positions[n.id] ?? old.get(n.id)?.position ?? { x: 0, y: 0 },
+        data: { node: n, issues: pinned.nodes[n.id] ?? [], selected: selected === n.id },
+        selected: selected === n.id,
+      }));
+    });
+  }, [doc, positions, pinned, selected]);
   const rfEdges: Edge[] = doc.edges.flatMap((e) => {
     const f = splitRef(e.from);
     const t = splitRef(e.to);
