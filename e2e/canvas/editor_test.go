@@ -8,9 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/weftworks/weft/auth"
 )
@@ -135,6 +138,11 @@ func TestEditorBuildsSimulatesPublishesAndRuns(t *testing.T) {
 	if d := w.do(t, http.MethodGet, "/v1/workflows/edited", nil).JSON(t)["draft"].(map[string]any); strings.Contains(fmt.Sprint(d["graph"]), "position") {
 		t.Errorf("the draft holds positions: %v", d["graph"])
 	}
+	// Tidy lays the graph out left to right again (the nodes were added
+	// from the output back).
+	click(t, ctx, `[data-testid=tidy]`)
+	waitFor(t, ctx, "the tidy layout", `(() => { const x = id => document.querySelector('[data-node-id="' + id + '"]').getBoundingClientRect().x;
+		return x('input') < x('gate') && x('gate') < x('echo') && x('echo') < x('merge') && x('merge') < x('output'); })()`)
 	click(t, ctx, `[data-testid=tab-dryrun]`)
 	waitFor(t, ctx, "the dry-run panel", `document.querySelector('[data-testid=dryrun-order]')?.textContent.startsWith('input → gate') &&
 		document.querySelector('[data-testid=dryrun-checksum]').textContent.length === 64`)
@@ -178,7 +186,7 @@ func TestEditorBuildsSimulatesPublishesAndRuns(t *testing.T) {
 	waitSaved(t, ctx, 4)
 	click(t, ctx, `[data-testid=tab-publish]`)
 	waitFor(t, ctx, "the diff against r1", `document.querySelectorAll('[data-diff=node-changed]').length === 1 &&
-		document.querySelector('[data-diff=node-changed]').textContent.includes('gate') && document.querySelectorAll('[data-testid=diff] li').length === 1`)
+		document.querySelector('[data-diff=node-changed]').textContent.includes('gate (expression)') && document.querySelectorAll('[data-testid=diff] li').length === 1`)
 	screenshot(t, ctx, "editor-publish")
 }
 
@@ -246,6 +254,7 @@ func TestEditorTemplateVariables(t *testing.T) {
 	click(t, ctx, `[data-testid=create]`)
 	waitFor(t, ctx, "the editor of the example", `location.pathname === '/ui/workflows/templated/edit'`)
 	waitSaved(t, ctx, 1)
+	waitFor(t, ctx, "the example laid out", `document.querySelector('[data-testid=edit-canvas]').dataset.laidOut === 'true'`)
 	selectNode(t, ctx, "save")
 
 	res := testinfraDo(t, w, http.MethodGet, "/v1/variables", token)
@@ -336,4 +345,68 @@ func testinfraDo(t *testing.T, w *world, method, path, token string) map[string]
 		t.Fatalf("%s %s: %d %v", method, path, res.StatusCode, err)
 	}
 	return out
+}
+
+// TestEditorMoveAndDelete: dragging a node saves its position beside the
+// draft (no draft revision, the same checksum); Delete removes the
+// selected node and its edges.
+func TestEditorMoveAndDelete(t *testing.T) {
+	w := env(t)
+	res := w.do(t, http.MethodPost, "/v1/workflows", map[string]any{"key": "moved", "graph": json.RawMessage(diamondGraph)})
+	if res.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", res.Status, res.Body)
+	}
+	checksum := w.do(t, http.MethodPost, "/v1/workflows/moved/dry-run", nil).JSON(t)["checksum"]
+	ctx := w.tab(t)
+	logPageErrors(t, ctx)
+	w.open(t, ctx, "/ui/workflows/moved/edit", w.devToken)
+	waitSaved(t, ctx, 1)
+	waitFor(t, ctx, "six nodes drawn", `document.querySelectorAll('.react-flow__node').length === 6 && document.querySelectorAll('.react-flow__edge').length === 6`)
+	// ELK lays the graph out (no position was saved yet); let it and the
+	// fit settle before measuring where the node is.
+	waitFor(t, ctx, "the automatic layout", `document.querySelector('[data-testid=editor]').dataset.positions === '6'`)
+	waitFor(t, ctx, "a stable position", `(() => { const r = document.querySelector('[data-node-id=small]').getBoundingClientRect();
+		const k = r.x + ',' + r.y; const last = window.__lastSmall; window.__lastSmall = k; return last === k; })()`)
+	rect := eval[[]float64](t, ctx, `(() => { const r = document.querySelector('[data-node-id=small] .wnode-title').getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`)
+	x, y := rect[0], rect[1]
+	actions := []chromedp.Action[chromedp.Void]{chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x, y), chromedp.MouseEvent(input.DispatchMouseEventTypeMousePressed, x, y, chromedp.ButtonLeft, chromedp.ClickCount(1))}
+	for i := 1; i <= 10; i++ {
+		actions = append(actions, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x+float64(i)*12, y+float64(i)*8, chromedp.ButtonLeft))
+	}
+	actions = append(actions, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, x+120, y+80, chromedp.ButtonLeft, chromedp.ClickCount(1)))
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pos := w.do(t, http.MethodGet, "/v1/workflows/moved/layout", nil).JSON(t)["positions"].(map[string]any)
+		if _, ok := pos["small"]; ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the moved node's position was not saved: %v", pos)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wf := w.do(t, http.MethodGet, "/v1/workflows/moved", nil).JSON(t)
+	if wf["draftRevision"].(float64) != 1 {
+		t.Errorf("moving a node made draft r%v", wf["draftRevision"])
+	}
+	if got := w.do(t, http.MethodPost, "/v1/workflows/moved/dry-run", nil).JSON(t)["checksum"]; got != checksum {
+		t.Errorf("moving a node changed the checksum: %v, was %v", got, checksum)
+	}
+	if eval[string](t, ctx, `document.querySelector('[data-testid=editor]').dataset.dirty`) != "false" {
+		t.Error("moving a node left the draft with unsaved changes")
+	}
+
+	// Delete from the keyboard: select the output node, press Delete.
+	selectNode(t, ctx, "out")
+	eval[bool](t, ctx, `(document.querySelector('.react-flow__node[data-id=out]').focus(), true)`)
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.Delete)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the node and its edge gone", `!document.querySelector('[data-node-id=out]') && document.querySelectorAll('.react-flow__edge').length === 5 &&
+		document.querySelector('[data-testid=editor]').dataset.dirty === 'true'`)
+	// The server says what the graph now lacks.
+	waitFor(t, ctx, "the check of the unsaved graph", `document.querySelector('[data-testid=verdict]')?.dataset.source === 'check' && document.querySelector('[data-testid=verdict]').dataset.valid === 'false'`)
 }

@@ -136,6 +136,7 @@ describe('the publish diff', () => {
       addedNodes: ['fin'],
       removedNodes: ['out'],
       changedNodes: ['check'],
+      changedFields: { check: ['expression'] },
       addedEdges: [{ from: 'check.pass', to: 'fin.in' }],
       removedEdges: [{ from: 'check.pass', to: 'out.in' }],
     });

@@ -196,6 +196,8 @@ export interface GraphDiff {
   addedNodes: string[];
   removedNodes: string[];
   changedNodes: string[];
+  /** For each changed node, the fields that differ (expression, mapping, ...). */
+  changedFields: Record<string, string[]>;
   addedEdges: GraphEdge[];
   removedEdges: GraphEdge[];
 }
@@ -219,10 +221,18 @@ export function diffGraphs(before: Graph | null, after: Graph): GraphDiff {
   const key = (e: GraphEdge) => `${e.from}->${e.to}`;
   const be = new Set((before?.edges ?? []).map(key));
   const ae = new Set(after.edges.map(key));
+  const changedNodes = [...a.keys()].filter((id) => b.has(id) && canonical(b.get(id)) !== canonical(a.get(id)));
+  const changedFields: Record<string, string[]> = {};
+  for (const id of changedNodes) {
+    const x = b.get(id) as unknown as Record<string, unknown>;
+    const y = a.get(id) as unknown as Record<string, unknown>;
+    changedFields[id] = [...new Set([...Object.keys(x), ...Object.keys(y)])].filter((k) => canonical(x[k]) !== canonical(y[k])).sort();
+  }
   return {
     addedNodes: [...a.keys()].filter((id) => !b.has(id)),
     removedNodes: [...b.keys()].filter((id) => !a.has(id)),
-    changedNodes: [...a.keys()].filter((id) => b.has(id) && canonical(b.get(id)) !== canonical(a.get(id))),
+    changedNodes,
+    changedFields,
     addedEdges: after.edges.filter((e) => !be.has(key(e))),
     removedEdges: (before?.edges ?? []).filter((e) => !ae.has(key(e))),
   };

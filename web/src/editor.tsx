@@ -48,7 +48,7 @@ import {
 import { KIND_LABEL, nodeSubtitle } from './graphview';
 import { layoutGraph, NODE_WIDTH, nodeHeight, portsOf, splitRef } from './layout';
 import type { ActionInfo, AgentInfo, DryRun, Graph, GraphEdge, GraphNode, Kind, Layout, MappingEntry, Variable, WorkflowDetail } from './types';
-import { asApiError, ErrorState, formatTime, Link, Loaded, useLoad, useSession } from './ui';
+import { asApiError, ErrorState, formatTime, Link, Loaded, Loading, useLoad, useSession } from './ui';
 import quickstart from '../../examples/quickstart.json';
 
 /** The bundled examples a new workflow may start from. */
@@ -124,21 +124,32 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
     return () => clearTimeout(t);
   }, [doc.nodes.length]);
 
-  // Nodes without a saved position get ELK's, once.
+  // A graph none of whose nodes has a saved position is laid out by ELK
+  // (nodes added later are placed beside the others).
+  const laying = useRef(false);
   useEffect(() => {
     const missing = doc.nodes.filter((n) => !positions[n.id]);
-    if (missing.length === 0 || missing.length < doc.nodes.length) return;
-    let live = true;
-    layoutGraph(doc).then((l) => {
-      if (!live) return;
-      setPositions((p) => ({ ...l.positions, ...p }));
-      setTimeout(() => void flow.current?.fitView({ padding: 0.15, maxZoom: 1.1 }), 30);
-    });
-    return () => {
-      live = false;
-    };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, []);
+    if (missing.length === 0 || laying.current) return;
+    if (missing.length < doc.nodes.length) {
+      // Nodes the JSON view added: beside the others, one under another.
+      const xs = Object.values(positions).map((p) => p.x);
+      const right = (xs.length ? Math.max(...xs) : 0) + NODE_WIDTH + 56;
+      setPositions((p) => ({ ...p, ...Object.fromEntries(missing.map((n, i) => [n.id, { x: right, y: 40 + i * 140 }])) }));
+      return;
+    }
+    laying.current = true;
+    layoutGraph(doc)
+      .then(
+        (l) => {
+          setPositions((p) => ({ ...l.positions, ...p }));
+          setTimeout(() => void flow.current?.fitView({ padding: 0.15, maxZoom: 1.1 }), 30);
+        },
+        (e: unknown) => setNotice({ kind: 'error', text: `Layout failed: ${asApiError(e).message}` }),
+      )
+      .finally(() => {
+        laying.current = false;
+      });
+  }, [doc, positions]);
 
   // The saved draft's dry-run on load.
   const dryRun = useCallback(
@@ -196,6 +207,14 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
     setDoc((g) => addNode(g, n));
     setSelected(n.id);
     setPanel('inspector');
+  };
+
+  const tidy = () => {
+    layoutGraph(doc).then((l) => {
+      setPositions(l.positions);
+      saveLayout(l.positions, doc);
+      setTimeout(() => void flow.current?.fitView({ padding: 0.15, maxZoom: 1.1 }), 30);
+    }, (e: unknown) => setNotice({ kind: 'error', text: `Layout failed: ${asApiError(e).message}` }));
   };
 
   const tryConnect = async (e: GraphEdge): Promise<boolean> => {
@@ -304,11 +323,12 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
     return [{ id, source: f.node, sourceHandle: f.port, target: t.node, targetHandle: t.port, className: pinned.edges[id] ? 'edge-issue' : 'edge-static' }];
   });
 
+  const laidOut = doc.nodes.every((n) => positions[n.id]);
   const node = selected ? doc.nodes.find((n) => n.id === selected) ?? null : null;
   const nodeIndex = node ? doc.nodes.indexOf(node) : -1;
 
   return (
-    <div className="editor" data-testid="editor" data-dirty={dirty ? 'true' : 'false'} data-draft-revision={saved.revision}>
+    <div className="editor" data-testid="editor" data-dirty={dirty ? 'true' : 'false'} data-draft-revision={saved.revision} data-positions={Object.keys(positions).length}>
       <div className="page-head">
         <div>
           <div className="crumbs">
@@ -330,6 +350,9 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
           </div>
         </div>
         <div className="editor-actions">
+          <button type="button" className="btn" onClick={tidy} data-testid="tidy" title="Lay the graph out in layers again (positions are saved beside the draft)">
+            Tidy layout
+          </button>
           <button type="button" className="btn" onClick={() => (dirty ? void client.checkGraph(doc).then((r) => setVerdict({ source: 'check', result: r })) : void dryRun(saved.revision))} data-testid="validate">
             Validate
           </button>
@@ -357,7 +380,9 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
       )}
       <div className="editor-body">
         <Palette catalog={init.catalog} doc={doc} onAdd={add} />
-        <div className="editor-canvas canvas" data-testid="edit-canvas">
+        <div className="editor-canvas canvas" data-testid="edit-canvas" data-laid-out={laidOut ? 'true' : 'false'}>
+          {!laidOut && <Loading what="the layout" />}
+          {laidOut && (
           <ReactFlow
             nodes={rfNodes}
             edges={rfEdges}
@@ -383,6 +408,7 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
             <Background gap={24} size={1} />
             <Controls showInteractive={false} />
           </ReactFlow>
+          )}
         </div>
         <aside className="editor-side">
           <div className="tabs" role="tablist">
@@ -1227,7 +1253,7 @@ function DiffView({ diff }: { diff: GraphDiff }) {
       ))}
       {diff.changedNodes.map((id) => (
         <li key={`cn${id}`} className="diff-chg" data-diff="node-changed">
-          ~ node {id}
+          ~ node {id} <span className="muted">({diff.changedFields[id]?.join(', ')})</span>
         </li>
       ))}
       {diff.addedEdges.map((e) => (
