@@ -29,19 +29,18 @@ import (
 	"github.com/weftworks/weft/variables"
 )
 
-// Deps are what the activities need. Store and Actions are required.
+// Deps are what the activities need. Store, Actions, Variables and Agents
+// are required; nothing is defaulted.
 type Deps struct {
 	Store   *store.Store
 	Actions *catalog.Registry
 	Logger  *slog.Logger
-	// Variables resolves mapping templates after bound values; nil uses
-	// variables.Builtin with the store as the agent lookup (context.*,
-	// run.id, workflow.key, agent.name), or the scope-less sources alone
-	// without a store.
+	// Variables resolves mapping templates after bound values: the
+	// process's registry (variables.Builtin over the store: context.*,
+	// run.id, workflow.key, agent.name).
 	Variables *variables.Registry
-	// Agents runs live agent and agent-decision nodes. Nil builds a runtime
-	// from Store and Actions with the sim provider only (openai needs its
-	// configuration: agents.New with provider.NewOpenAI).
+	// Agents runs live agent and agent-decision nodes (agents.New over the
+	// same Store, Actions and Variables, with the configured providers).
 	Agents *agents.Runtime
 	// RevisionCacheSize bounds the compiled revisions kept in memory
 	// (DefaultRevisionCacheSize when 0).
@@ -57,20 +56,21 @@ type Deps struct {
 
 // Register registers the activities under their execution names. Any
 // worker.Registry (a worker.Worker) is accepted; it takes the narrower
-// ActivityRegistry so TestActivityEnvironment can be passed too.
-func Register(r worker.ActivityRegistry, d Deps) {
+// ActivityRegistry so TestActivityEnvironment can be passed too. A missing
+// required dependency is an error naming it; nothing is registered then.
+func Register(r worker.ActivityRegistry, d Deps) error {
+	switch {
+	case d.Store == nil:
+		return errors.New("activities: Store is required")
+	case d.Actions == nil:
+		return errors.New("activities: Actions (the action registry) is required")
+	case d.Variables == nil:
+		return errors.New("activities: Variables (the variable registry) is required")
+	case d.Agents == nil:
+		return errors.New("activities: Agents (the agent runtime) is required")
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
-	}
-	if d.Variables == nil {
-		d.Variables = defaultVariables(d.Store)
-	}
-	if d.Agents == nil && d.Store != nil && d.Actions != nil {
-		rt, err := agents.New(agents.Deps{Store: d.Store, Actions: d.Actions, Variables: d.Variables, Logger: d.Logger})
-		if err != nil {
-			panic(fmt.Sprintf("activities: agent runtime: %v", err)) // unreachable: both deps are set
-		}
-		d.Agents = rt
 	}
 	revs := newRevisionCache(d.Store, d.RevisionCacheSize)
 	vals := valueCodec{store: d.Store}
@@ -79,10 +79,7 @@ func Register(r worker.ActivityRegistry, d Deps) {
 	events := &EventActivities{events: d.Store}
 	local := &LocalNodeActivities{revisions: revs, values: vals}
 	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger,
-		fixtures: newFixtureCache(d.Store, DefaultFixtureCacheSize), agents: d.Agents}
-	if d.Store != nil {
-		nodes.revocations = d.Store
-	}
+		fixtures: newFixtureCache(d.Store, DefaultFixtureCacheSize), agents: d.Agents, revocations: d.Store}
 
 	r.RegisterActivityWithOptions(plans.LoadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
 	r.RegisterActivityWithOptions(loggedAppends(events.AppendEvents, d.Logger), activity.RegisterOptions{Name: execution.ActivityAppendEvents})
@@ -107,27 +104,10 @@ func Register(r worker.ActivityRegistry, d Deps) {
 	// and what a decision's verification reads.
 	name, _ := execution.NodeActivity(graph.KindApproval)
 	r.RegisterActivityWithOptions(observed(durable(nodes.approval, d.Drain), d.Observer, d.Logger), activity.RegisterOptions{Name: name})
-	approvals := &ApprovalActivities{}
-	if d.Store != nil {
-		approvals.decisions = d.Store
-	}
+	approvals := &ApprovalActivities{decisions: d.Store}
 	r.RegisterActivityWithOptions(approvals.LoadDecision, activity.RegisterOptions{Name: execution.ActivityLoadDecision})
 	r.RegisterActivityWithOptions(approvals.UpdateIdentity, activity.RegisterOptions{Name: execution.ActivityUpdateIdentity})
-}
-
-// defaultVariables is the production registry, variables.Builtin with the
-// store answering agent.name, or without a store the scope-less built-in
-// sources. Their definitions are constants, so failing to build it is a
-// programming error.
-func defaultVariables(st *store.Store) *variables.Registry {
-	reg, err := variables.NewRegistry(variables.ContextSource(), variables.RunSource())
-	if st != nil {
-		reg, err = variables.Builtin(st)
-	}
-	if err != nil {
-		panic(fmt.Sprintf("activities: built-in variable sources: %v", err))
-	}
-	return reg
+	return nil
 }
 
 // permanent is a non-retryable application error of type errType: the same

@@ -12,11 +12,13 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/weftworks/weft/activities"
+	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
 )
 
 const tenant = "tenant-1"
@@ -106,7 +108,19 @@ func newBundle(t testing.TB, doc string, opts ...option) *bundle {
 	}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
-	activities.Register(env, activities.Deps{Store: st, Actions: reg, Drain: s.drain})
+	// The production dependencies: the built-in variable registry over the
+	// store, and an agent runtime with the sim provider only.
+	vars, err := variables.Builtin(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := agents.New(agents.Deps{Store: st, Actions: reg, Variables: vars})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := activities.Register(env, activities.Deps{Store: st, Actions: reg, Variables: vars, Agents: rt, Drain: s.drain}); err != nil {
+		t.Fatal(err)
+	}
 	return &bundle{t: t, st: st, env: env, checksum: c.Checksum}
 }
 
@@ -339,4 +353,35 @@ func TestAppendEventsActivity(t *testing.T) {
 	in.Events[0].Type = "run.started"
 	_, err = b.env.ExecuteActivity(execution.ActivityAppendEvents, in)
 	wantAppErr(t, err, execution.ErrAppendRefused, true)
+}
+
+// TestRegisterRequiresItsDependencies: Register defaults none of the
+// process's wiring; a missing dependency is an error naming it, never a
+// panic.
+func TestRegisterRequiresItsDependencies(t *testing.T) {
+	st := testinfra.NewStore(t)
+	reg, err := catalog.NewRegistry(catalog.Builtins(catalog.BuiltinDeps{Notes: st})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars, err := variables.Builtin(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := agents.New(agents.Deps{Store: st, Actions: reg, Variables: vars})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	for missing, d := range map[string]activities.Deps{
+		"Store":     {Actions: reg, Variables: vars, Agents: rt},
+		"Actions":   {Store: st, Variables: vars, Agents: rt},
+		"Variables": {Store: st, Actions: reg, Agents: rt},
+		"Agents":    {Store: st, Actions: reg, Variables: vars},
+	} {
+		err := activities.Register(suite.NewTestActivityEnvironment(), d)
+		if err == nil || !strings.Contains(err.Error(), missing) {
+			t.Errorf("Register without %s = %v, want an error naming it", missing, err)
+		}
+	}
 }

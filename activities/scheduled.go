@@ -11,14 +11,17 @@ import (
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
 )
 
 // BridgeDeps are what the schedule bridge's activity needs: the store (the
-// schedule row, revocations, refusals) and the starter it enqueues through.
+// schedule row, revocations, refusals), the starter it enqueues through and
+// the variable registry templated input resolves against; all required.
 type BridgeDeps struct {
-	Store   *store.Store
-	Starter *starter.Starter
-	Logger  *slog.Logger
+	Store     *store.Store
+	Starter   *starter.Starter
+	Variables *variables.Registry
+	Logger    *slog.Logger
 }
 
 // ScheduleActivities runs schedule firings.
@@ -30,7 +33,7 @@ type ScheduleActivities struct {
 // (execution.ActivityEnqueueScheduled). A worker registers it next to
 // Register; it needs a starter, which Register's activities do not.
 func RegisterBridges(r worker.ActivityRegistry, d BridgeDeps) error {
-	enq, err := bridges.NewEnqueuer(d.Store, d.Starter, d.Logger)
+	enq, err := bridges.NewEnqueuer(d.Store, d.Starter, d.Variables, d.Logger)
 	if err != nil {
 		return err
 	}

@@ -147,7 +147,7 @@ func (s *Server) definitionContent(c echo.Context, raw json.RawMessage) (json.Ra
 	def = def.Normalize()
 	// Tools are checked against the snapshot publication resolves them in
 	// (built-in and published action contracts; no document, so no agents).
-	cat, err := s.resolver().Catalog(c.Request().Context(), principal(c).Tenant, nil)
+	cat, err := s.publication.Catalog(c.Request().Context(), principal(c).Tenant, nil)
 	if err != nil {
 		return nil, "", err
 	}

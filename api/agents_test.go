@@ -16,6 +16,7 @@ import (
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/store"
 )
 
@@ -26,7 +27,7 @@ func newAgentHarness(t *testing.T) *wfHarness {
 	st := testinfra.NewStore(t)
 	keys := testinfra.Keys(t, "agents-test-secret-0123456789")
 	h := &wfHarness{t: t, st: st, keys: keys,
-		e: api.New(api.Deps{Store: st, Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})}
+		e: inproc.API(t, api.Deps{Store: st, Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})}
 	h.token = h.mint("t1", "alice", auth.AllScopes...)
 	return h
 }

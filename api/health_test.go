@@ -16,6 +16,7 @@ import (
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/temporalclient"
 )
@@ -64,7 +65,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := api.New(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Metrics: metrics.New()})
+	h := inproc.API(t, api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Metrics: metrics.New()})
 
 	if code, body := healthGet(t, h, "/healthz"); code != http.StatusOK || strings.TrimSpace(string(body)) != `{"status":"ok"}` {
 		t.Fatalf("/healthz = %d %s", code, body)
@@ -112,7 +113,7 @@ func TestReadinessFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	h := api.New(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc,
+	h := inproc.API(t, api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	start := time.Now()
 	code, b := healthReadyz(t, h)
@@ -138,7 +139,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := testinfra.Keys(t, "health-test-secret-0123456789")
-	h := api.New(api.Deps{Config: cfg, Keys: keys, Metrics: metrics.New(),
+	h := inproc.API(t, api.Deps{Config: cfg, Store: testinfra.NewStore(t), Keys: keys, Metrics: metrics.New(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 
 	healthGet(t, h, "/healthz")

@@ -76,7 +76,7 @@ func newContractHarness(t *testing.T) *contractHarness {
 	m := metrics.New()
 	require.NoError(t, m.RegisterRuns(st.Pool, 0, logger))
 	inproc.Worker(t, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m})
-	runs, err := starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test",
+	runs, err := inproc.NewStarter(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test",
 		Namespace: "default", Logger: logger})
 	require.NoError(t, err)
 
@@ -92,7 +92,7 @@ func newContractHarness(t *testing.T) *contractHarness {
 	require.NoError(t, err)
 	ready := provider.NewReadiness([]provider.Provider{openai}, provider.ReadinessOptions{Logger: logger})
 	c := &contractHarness{t: t, doc: doc, router: router, keys: keys, seen: map[string]int{}, st: st,
-		h: api.New(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Metrics: m, Starter: runs,
+		h: inproc.API(t, api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Metrics: m, Starter: runs,
 			Providers: ready})}
 	c.token = c.mint("acme", "alice", auth.AllScopes...)
 	return c
@@ -328,6 +328,16 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	require.Equal(t, "MISSING_TOOLSET_SUMMARY", warnings[0].(map[string]any)["code"])
 	c.expect(422, call{method: "POST", path: "/v1/workflows/broken/publish", token: tok, body: map[string]any{"expectedRevision": 1}})
 	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/revisions/1", token: tok})
+	// YAML export: a draft and a revision's graph, by ?format= or Accept.
+	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/draft", token: tok})
+	draftYAML := c.expect(200, call{method: "GET", path: "/v1/workflows/notes/draft?revision=1&format=yaml", token: tok})
+	require.Equal(t, "1", draftYAML.header.Get("Weft-Draft-Revision"))
+	revYAML := c.expect(200, call{method: "GET", path: "/v1/workflows/notes/revisions/1", token: tok,
+		header: http.Header{"Accept": {"application/yaml"}}})
+	require.Equal(t, pub.json(t)["checksum"], revYAML.header.Get("Weft-Checksum"))
+	require.Equal(t, "2", revYAML.header.Get("Weft-Draft-Revision"))
+	c.expect(404, call{method: "GET", path: "/v1/workflows/notes/draft?revision=9", token: tok})
+	c.expect(400, call{method: "GET", path: "/v1/workflows/notes/draft?format=xml", token: tok, malformed: true})
 	c.expect(404, call{method: "GET", path: "/v1/workflows/notes/revisions/9", token: tok})
 
 	// Runs.

@@ -18,6 +18,8 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/metrics"
 )
 
@@ -49,7 +51,7 @@ func allRoutesApp(t *testing.T) (*echo.Echo, *auth.Keys) {
 	t.Helper()
 	keys, err := auth.NewKeys("openapi-test-secret-0123456789")
 	require.NoError(t, err)
-	e := api.New(api.Deps{Keys: keys, Metrics: metrics.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	e := inproc.API(t, api.Deps{Store: testinfra.NewStore(t), Keys: keys, Metrics: metrics.New(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return e, keys
 }
 

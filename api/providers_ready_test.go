@@ -17,6 +17,7 @@ import (
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 )
 
 const providerKey = "sk-readyz-SECRET-9876543210"
@@ -54,7 +55,7 @@ func TestReadyzReportsProvidersApart(t *testing.T) {
 	clock := func() time.Time { return now.Add(time.Duration(clockMu.Load())) }
 	ready := provider.NewReadiness([]provider.Provider{p}, provider.ReadinessOptions{
 		TTL: time.Minute, Timeout: 500 * time.Millisecond, Logger: logger, Now: clock})
-	h := api.New(api.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Providers: ready})
+	h := inproc.API(t, api.Deps{Config: cfg, Store: st, Keys: testinfra.Keys(t, "providers-ready-secret-0123456789"), Temporal: tc, Logger: logger, Providers: ready})
 
 	readyz := func() (int, map[string]any) {
 		t.Helper()
@@ -100,6 +101,6 @@ func TestReadyzReportsProvidersApart(t *testing.T) {
 	require.True(t, strings.Contains(logs.String(), `"provider":"openai"`), "state changes are logged: %s", logs.String())
 
 	// Without providers the section is empty, still present.
-	_, raw := healthGet(t, api.New(api.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger}), "/readyz")
+	_, raw := healthGet(t, inproc.API(t, api.Deps{Config: cfg, Store: st, Keys: testinfra.Keys(t, "providers-ready-secret-0123456789"), Temporal: tc, Logger: logger}), "/readyz")
 	require.Contains(t, string(raw), `"providers":{}`)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 )
 
 // newRevocationHarness is the API over a fresh database; token is an
@@ -28,7 +29,7 @@ func newRevocationHarness(t *testing.T) *wfHarness {
 	st := testinfra.NewStore(t)
 	keys := testinfra.Keys(t, "revocations-test-secret-0123456789")
 	h := &wfHarness{t: t, st: st, keys: keys,
-		e: api.New(api.Deps{Store: st, Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})}
+		e: inproc.API(t, api.Deps{Store: st, Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})}
 	h.token = h.mint("t1", "ops", auth.ScopeRevocationsManage)
 	return h
 }

@@ -25,36 +25,15 @@ const (
 )
 
 // bridgeRoutes serves the schedule and webhook routes (SPEC §8) over one
-// bridges.Service. When the server is wired without one, or it cannot be
-// built, every bridge route answers 503 and says why in the log.
+// bridges.Service, Deps.Bridges. When the server is wired without one,
+// every bridge route answers 503.
 type bridgeRoutes struct {
 	s   *Server
 	svc *bridges.Service
 }
 
-// newBridgeRoutes uses Deps.Bridges, or builds a Service from the Store,
-// Starter, Temporal client, Config (task queue, webhook key) and the JWT
-// secret (the webhook key's fallback).
 func (s *Server) newBridgeRoutes() *bridgeRoutes {
-	b := &bridgeRoutes{s: s, svc: s.deps.Bridges}
-	if b.svc != nil || s.deps.Store == nil || s.deps.Starter == nil || s.deps.Temporal == nil {
-		return b
-	}
-	var jwtSecret string
-	if s.deps.Keys != nil {
-		jwtSecret = string(s.deps.Keys.Secret())
-	}
-	key, err := bridges.WebhookKey(s.deps.Config.WebhookKey, jwtSecret)
-	if err == nil {
-		b.svc, err = bridges.New(bridges.Deps{
-			Store: s.deps.Store, Starter: s.deps.Starter, Temporal: s.deps.Temporal,
-			TaskQueue: s.deps.Config.TaskQueue, WebhookKey: key, Logger: s.log,
-		})
-	}
-	if err != nil {
-		s.log.Error("schedules and webhooks are unavailable", "err", err)
-	}
-	return b
+	return &bridgeRoutes{s: s, svc: s.deps.Bridges}
 }
 
 var errNoBridges = failure.New(failure.CodeUnavailable, "schedules and webhooks are not available on this server")

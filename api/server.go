@@ -4,6 +4,7 @@
 package api
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -13,9 +14,9 @@ import (
 	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/bridges"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
@@ -31,25 +32,23 @@ type Deps struct {
 	// Metrics is the Prometheus registry served at /metrics and the API
 	// latency histogram; nil disables both.
 	Metrics *metrics.Metrics
-	// Resolver loads the dependency snapshot (action contracts, agent
-	// revisions) drafts are validated and compiled against. Nil resolves
-	// through Store: published and built-in actions, the tenant's agent
-	// revisions (the built-in actions only without a Store).
-	Resolver *catalog.Resolver
-	// Starter is the execution capability the run routes enqueue and
-	// cancel through.
+	// Publication dry-runs and publishes drafts, and checks agents' tools
+	// and drafts' toolsets against the tenant's dependency snapshot.
+	// Required.
+	Publication *publication.Service
+	// Starter is the execution capability the run, limits and approval
+	// routes enqueue, cancel and decide through. Nil is a server without
+	// runs: those routes answer 503 UNAVAILABLE.
 	Starter *starter.Starter
 	// Variables is the variable registry behind /v1/variables (the same
-	// one graph validation and activities use). Nil uses
-	// variables.Builtin(Store), whose agent.name reads the tenant's agents
-	// (variables.Builtin(variables.NoAgents{}) without a Store).
+	// one graph validation and activities use). Required.
 	Variables *variables.Registry
-	// Bridges serves schedules and webhooks. Nil builds one from Store,
-	// Starter, Temporal, Config (TaskQueue, WebhookKey) and Keys.
+	// Bridges serves schedules and webhooks. Nil is a server without
+	// them: every bridge route answers 503 UNAVAILABLE.
 	Bridges *bridges.Service
 	// Streams bounds and ends the run event streams
-	// (GET /v1/runs/{id}/events/stream). Nil uses NewStreams(nil, 0):
-	// streams re-read the store every second instead of being woken.
+	// (GET /v1/runs/{id}/events/stream). Required; NewStreams(nil, 0)
+	// re-reads the store every second instead of being woken.
 	Streams *Streams
 	// Providers is the model providers' cached readiness probe, reported
 	// by /readyz in its own, non-fatal section. Nil reports none.
@@ -61,30 +60,32 @@ type Server struct {
 	deps    Deps
 	log     *slog.Logger
 	streams *Streams
-	routes  *routeTable // set once every route is registered
+	// publication dry-runs and publishes drafts, and checks agents' tools
+	// and drafts' toolsets against the tenant's snapshot.
+	publication *publication.Service
+	routes      *routeTable // set once every route is registered
 }
 
-// New builds the Echo application with every route.
-func New(d Deps) *echo.Echo {
+// New builds the Echo application with every route. Store, Keys,
+// Publication, Variables and Streams are required: a missing one is an
+// error naming it (nothing is defaulted here; the app wires them once).
+func New(d Deps) (*echo.Echo, error) {
+	switch {
+	case d.Store == nil:
+		return nil, errors.New("api: Deps.Store is required")
+	case d.Keys == nil:
+		return nil, errors.New("api: Deps.Keys is required")
+	case d.Publication == nil:
+		return nil, errors.New("api: Deps.Publication (the publication service) is required")
+	case d.Variables == nil:
+		return nil, errors.New("api: Deps.Variables (the variable registry) is required")
+	case d.Streams == nil:
+		return nil, errors.New("api: Deps.Streams is required")
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	if d.Store != nil {
-		// The store is where agents live: it resolves agent revisions and
-		// published actions for publication, and agent.name for templates.
-		if d.Variables == nil {
-			if reg, err := variables.Builtin(d.Store); err == nil {
-				d.Variables = reg
-			}
-		}
-		if d.Resolver == nil {
-			d.Resolver = catalog.NewResolver(d.Store, d.Variables)
-		}
-	}
-	if d.Streams == nil {
-		d.Streams = NewStreams(nil, 0)
-	}
-	s := &Server{deps: d, log: d.Logger, streams: d.Streams}
+	s := &Server{deps: d, log: d.Logger, streams: d.Streams, publication: d.Publication}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -107,7 +108,7 @@ func New(d Deps) *echo.Echo {
 	s.registerEditorRoutes(v1)
 	s.registerOpenAPIRoute(v1)
 	s.routes = newRouteTable(e.Routes())
-	return e
+	return e, nil
 }
 
 // list encodes a list response {"<plural>": items, "nextCursor": cursor}.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -39,23 +38,7 @@ func (s *Server) registerVariableRoutes(g *echo.Group) {
 	g.POST("/variables/resolve", s.resolveVariables, read)
 }
 
-// defaultVariables is the registry used when Deps.Variables is nil and
-// there is no store (New builds variables.Builtin(Store) otherwise): the
-// built-in sources with variables.NoAgents.
-var defaultVariables = sync.OnceValue(func() *variables.Registry {
-	reg, err := variables.Builtin(variables.NoAgents{})
-	if err != nil {
-		panic("api: built-in variable registry: " + err.Error())
-	}
-	return reg
-})
-
-func (s *Server) variables() *variables.Registry {
-	if s.deps.Variables != nil {
-		return s.deps.Variables
-	}
-	return defaultVariables()
-}
+func (s *Server) variables() *variables.Registry { return s.deps.Variables }
 
 // listVariables handles GET /v1/variables: the definitions the caller's
 // scopes allow (scope-less ones and those whose scope the token carries),

@@ -18,8 +18,9 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/variables/graphcheck"
 )
@@ -47,9 +48,10 @@ func newVarHarness(t *testing.T, lookup variables.AgentLookup) *varHarness {
 	require.NoError(t, err)
 	keys := testinfra.Keys(t, "variables-test-secret-0123456789")
 	logs := &bytes.Buffer{}
-	e := api.New(api.Deps{Store: testinfra.NewStore(t), Keys: keys, Variables: reg,
-		Resolver: &catalog.Resolver{Templates: graphcheck.New(reg)},
-		Logger:   slog.New(slog.NewTextHandler(logs, nil))})
+	st := testinfra.NewStore(t)
+	e := inproc.API(t, api.Deps{Store: st, Keys: keys, Variables: reg,
+		Publication: inproc.Publication(t, st, &publication.Resolver{Templates: graphcheck.New(reg)}),
+		Logger:      slog.New(slog.NewTextHandler(logs, nil))})
 	return &varHarness{t: t, e: e, keys: keys, logs: logs}
 }
 

@@ -20,9 +20,10 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/store"
 )
 
@@ -41,7 +42,7 @@ func newWFHarness(t *testing.T) *wfHarness {
 	st := testinfra.NewStore(t)
 	keys := testinfra.Keys(t, "workflows-test-secret-0123456789")
 	h := &wfHarness{t: t, st: st, keys: keys,
-		e: api.New(api.Deps{Store: st, Keys: keys, Resolver: &catalog.Resolver{},
+		e: inproc.API(t, api.Deps{Store: st, Keys: keys, Publication: inproc.Publication(t, st, &publication.Resolver{}),
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})}
 	h.token = h.mint("t1", "alice", auth.ScopeWorkflowsRead, auth.ScopeWorkflowsWrite, auth.ScopeWorkflowsPublish)
 	return h
@@ -633,7 +634,7 @@ func TestPublicationRefusesARevisionBeyondTheClusterHistoryBudget(t *testing.T) 
 	t.Parallel()
 	h := newWFHarness(t)
 	budget := graph.HistoryBudget{MaxEvents: 40, SuggestContinueAsNewAt: 30, MaxPendingActivities: 1}
-	h.e = api.New(api.Deps{Store: h.st, Keys: h.keys, Resolver: &catalog.Resolver{HistoryBudget: &budget},
+	h.e = inproc.API(t, api.Deps{Store: h.st, Keys: h.keys, Publication: inproc.Publication(t, h.st, &publication.Resolver{HistoryBudget: &budget}),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	h.create("quickstart", quickstart(t))
 

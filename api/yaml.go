@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,47 +134,118 @@ func decodeYAMLGraph(raw []byte) (*graph.Document, json.RawMessage, error) {
 }
 
 // refuseUnusableToolsets refuses, when a draft is saved, a document whose
-// toolsets cannot be offered (SPEC §9): a tools value that is empty or
-// names no toolset in the document (an uncaptured client path: the server
-// never reads one), a blank skill, a malformed entry, or an action the
-// tenant's catalog does not hold or publication would refuse; a summary
-// that is not one line of at most 600 characters (INVALID_TOOLSET_SUMMARY);
-// and a new toolset without a summary (MISSING_TOOLSET_SUMMARY): previous
-// is the draft being replaced (nil on creation), whose toolsets without a
-// summary may stay as they are. Other graph issues may stay in a draft;
-// toolsets are captured folder content and a bad one fails the push rather
-// than being silently dropped. 422 with every issue in details.issues; the
-// code is INVALID_TOOLSET_SUMMARY or MISSING_TOOLSET_SUMMARY when that is
-// every issue's code, else INVALID_TOOLS_PATH.
+// toolsets cannot be offered (publication.Service.CheckToolsets: 422 with
+// every issue in details.issues); previous is the draft being replaced (nil
+// on creation).
 func (s *Server) refuseUnusableToolsets(ctx context.Context, tenant string, doc, previous *graph.Document, stored json.RawMessage) error {
-	issues := graph.EmptyToolsIssues(stored)
-	if doc != nil {
-		r := s.resolver()
-		cat, err := r.Catalog(ctx, tenant, doc)
-		if err != nil {
-			return err
+	return s.publication.CheckToolsets(ctx, tenant, doc, previous, stored)
+}
+
+// YAML export (SPEC §9). The routes that serve a graph document answer it
+// as YAML when asked, by ?format=yaml or by an Accept header that prefers a
+// YAML media type:
+//
+//	GET /v1/workflows/{key}/draft[?revision=N]  the latest draft, or draft N
+//	GET /v1/workflows/{key}/revisions/{n}       a published revision's graph
+//
+// The body is the graph document alone (graph.EncodeYAML), which reads back
+// to the same document and so to the same checksum; what the JSON answer
+// carries around the graph is in headers: Weft-Draft-Revision for a draft;
+// Weft-Revision, Weft-Checksum and Weft-Draft-Revision (the draft it was
+// published from) for a revision.
+
+// Headers of a YAML graph document.
+const (
+	headerDraftRevision = "Weft-Draft-Revision"
+	headerRevision      = "Weft-Revision"
+	headerChecksum      = "Weft-Checksum"
+)
+
+// contentYAML is the Content-Type of a YAML graph document.
+const contentYAML = "application/yaml; charset=utf-8"
+
+// wantsYAML reports whether the client asked for YAML: ?format=yaml (or
+// json), else the Accept header, whose YAML type must be preferred (higher
+// q, or listed first at the same q) to application/json and */*.
+func wantsYAML(c echo.Context) (bool, error) {
+	if values, ok := c.QueryParams()["format"]; ok {
+		switch {
+		case len(values) == 1 && values[0] == formatYAML:
+			return true, nil
+		case len(values) == 1 && values[0] == formatJSON:
+			return false, nil
 		}
-		issues = append(issues, graph.ToolsetIssues(doc, cat)...)
-		issues = append(issues, graph.RequireToolsetSummaries(doc, previous)...)
+		return false, failure.New(failure.CodeInvalidRequest, "format must be yaml or json").
+			WithDetails(map[string]any{"field": "format"})
 	}
-	if len(issues) == 0 {
-		return nil
-	}
-	code := graph.CodeInvalidToolsPath
-	if c := issues[0].Code; c == graph.CodeInvalidToolsetSummary || c == graph.CodeMissingToolsetSummary {
-		code = c
-		for _, is := range issues {
-			if is.Code != c {
-				code = graph.CodeInvalidToolsPath
+	best, bestQ := "", 0.0
+	for _, part := range strings.Split(c.Request().Header.Get(echo.HeaderAccept), ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if q, err = strconv.ParseFloat(v, 64); err != nil {
+				continue
 			}
 		}
+		if q > bestQ {
+			best, bestQ = mt, q
+		}
 	}
-	msg := fmt.Sprintf("the document's toolsets cannot be used (%d issue(s); see details.issues): a tools value must name a toolset in the document, whose tools are actions in the catalog", len(issues))
-	switch code {
-	case graph.CodeInvalidToolsetSummary:
-		msg = fmt.Sprintf("%d toolset summary(ies) are not one line of at most %d characters; see details.issues", len(issues), graph.DefaultLimits.MaxToolsetSummaryChars)
-	case graph.CodeMissingToolsetSummary:
-		msg = fmt.Sprintf("%d new toolset(s) have no summary: give each a one-line summary (at most %d characters); see details.issues", len(issues), graph.DefaultLimits.MaxToolsetSummaryChars)
+	return yamlMediaTypes[best] || strings.HasSuffix(best, "+yaml"), nil
+}
+
+// yamlGraph answers a graph document as YAML with its headers.
+func yamlGraph(c echo.Context, raw json.RawMessage, headers map[string]string) error {
+	out, err := graph.EncodeYAML(raw)
+	if err != nil {
+		return fmt.Errorf("yaml export: %w", err) // stored documents always encode: a fault
 	}
-	return failure.New(code, "%s", msg).WithDetails(map[string]any{"issues": issues})
+	for k, v := range headers {
+		c.Response().Header().Set(k, v)
+	}
+	return c.Blob(http.StatusOK, contentYAML, out)
+}
+
+// draftGraph answers GET /v1/workflows/{key}/draft.
+type draftGraph struct {
+	Key string `json:"key"`
+	draftDetail
+}
+
+// getDraft handles GET /v1/workflows/{key}/draft[?revision=N]: the latest
+// draft (or draft N) with its graph as stored, in JSON or YAML.
+func (s *Server) getDraft(c echo.Context) error {
+	p := principal(c)
+	key, err := workflowPathKey(c)
+	if err != nil {
+		return err
+	}
+	if err := onlyQuery(c.QueryParams(), "revision", "format"); err != nil {
+		return err
+	}
+	revision := 0
+	if v := c.QueryParam("revision"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || strconv.Itoa(n) != v {
+			return failure.New(failure.CodeInvalidRequest, "revision must be a positive integer").
+				WithDetails(map[string]any{"field": "revision"})
+		}
+		revision = n
+	}
+	asYAML, err := wantsYAML(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.loadDraft(c, p.Tenant, key, revision)
+	if err != nil {
+		return err
+	}
+	if asYAML {
+		return yamlGraph(c, d.Document, map[string]string{headerDraftRevision: strconv.Itoa(d.Revision)})
+	}
+	return c.JSON(http.StatusOK, draftGraph{Key: key,
+		draftDetail: draftDetail{Revision: d.Revision, SavedBy: d.SavedBy, SavedAt: d.SavedAt, Graph: d.Document}})
 }

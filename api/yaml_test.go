@@ -176,3 +176,57 @@ func TestYAMLRefusals(t *testing.T) {
 	res = h.sendYAML(http.MethodPost, "/v1/workflows?key=with-tools", ok)
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 }
+
+func TestYAMLExportReadsBackToTheSameChecksum(t *testing.T) {
+	t.Parallel()
+	h := newWFHarness(t)
+	h.create("src", quickstart(t))
+	res := h.do(http.MethodPost, "/v1/workflows/src/publish", h.token, map[string]any{"expectedRevision": 1})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	want := res.JSON(t)["checksum"].(string)
+
+	get := func(path, accept string) wfResponse {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer "+h.token)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		return h.serve(req)
+	}
+	// The draft by ?format=yaml, the revision by Accept; JSON stays the default.
+	draft := get("/v1/workflows/src/draft?format=yaml", "")
+	require.Equal(t, http.StatusOK, draft.Status, "%s", draft.Body)
+	require.Equal(t, "application/yaml; charset=utf-8", draft.Header.Get("Content-Type"))
+	require.Equal(t, "1", draft.Header.Get("Weft-Draft-Revision"))
+	require.True(t, strings.HasPrefix(string(draft.Body), "schemaVersion: 1\n"), "%s", draft.Body)
+	rev := get("/v1/workflows/src/revisions/1", "application/json;q=0.5, application/yaml")
+	require.Equal(t, http.StatusOK, rev.Status, "%s", rev.Body)
+	require.Equal(t, want, rev.Header.Get("Weft-Checksum"))
+	require.Equal(t, "1", rev.Header.Get("Weft-Revision"))
+	require.Equal(t, "application/json", get("/v1/workflows/src/revisions/1", "application/yaml;q=0.1, */*").Header.Get("Content-Type"))
+	asJSON := get("/v1/workflows/src/draft?revision=1", "")
+	require.Equal(t, http.StatusOK, asJSON.Status, "%s", asJSON.Body)
+	require.EqualValues(t, 1, asJSON.JSON(t)["revision"])
+
+	// Each export, pushed back as YAML and published, has the same checksum.
+	for i, body := range [][]byte{draft.Body, rev.Body} {
+		key := []string{"from-draft", "from-revision"}[i]
+		res := h.sendYAML(http.MethodPost, "/v1/workflows?key="+key, string(body))
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		res = h.do(http.MethodPost, "/v1/workflows/"+key+"/publish", h.token, map[string]any{"expectedRevision": 1})
+		require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+		require.Equal(t, want, res.JSON(t)["checksum"], "%s", body)
+	}
+
+	for path, code := range map[string]string{
+		"/v1/workflows/src/draft?revision=2":       "NOT_FOUND",
+		"/v1/workflows/src/draft?revision=0":       "INVALID_REQUEST",
+		"/v1/workflows/src/draft?format=xml":       "INVALID_REQUEST",
+		"/v1/workflows/src/draft?rev=1":            "INVALID_REQUEST",
+		"/v1/workflows/src/revisions/1?format=xml": "INVALID_REQUEST",
+		"/v1/workflows/nope/draft?format=yaml":     "NOT_FOUND",
+	} {
+		require.Equal(t, code, get(path, "").Code(t), path)
+	}
+}

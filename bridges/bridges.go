@@ -66,24 +66,23 @@ func refusalView(r store.Refusal) *Refusal {
 type Enqueuer struct {
 	store   *store.Store
 	starter *starter.Starter
-	// vars resolves templated schedule input: the production registry
-	// (variables.Builtin over the store), the one graph validation and
-	// activities use.
+	// vars resolves templated schedule input: the production registry,
+	// the one graph validation and activities use.
 	vars *variables.Registry
 	log  *slog.Logger
 }
 
-// NewEnqueuer returns an Enqueuer; store and starter are required.
-func NewEnqueuer(st *store.Store, s *starter.Starter, logger *slog.Logger) (*Enqueuer, error) {
+// NewEnqueuer returns an Enqueuer; store, starter and the variable
+// registry (templated schedule input resolves against it) are required.
+func NewEnqueuer(st *store.Store, s *starter.Starter, vars *variables.Registry, logger *slog.Logger) (*Enqueuer, error) {
 	if st == nil || s == nil {
 		return nil, errors.New("bridges: Store and Starter are required")
 	}
+	if vars == nil {
+		return nil, errors.New("bridges: the variable registry is required")
+	}
 	if logger == nil {
 		logger = slog.Default()
-	}
-	vars, err := variables.Builtin(st)
-	if err != nil {
-		return nil, fmt.Errorf("bridges: variables: %w", err)
 	}
 	return &Enqueuer{store: st, starter: s, vars: vars, log: logger.With("component", "bridges")}, nil
 }

@@ -17,12 +17,13 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/worker"
 )
 
@@ -45,6 +46,8 @@ type env struct {
 	keys    *auth.Keys
 	e       *echo.Echo
 	starter *starter.Starter
+	// vars is the wiring's variable registry (templated schedule input).
+	vars *variables.Registry
 	// tenant and other are two tenants; token is alice's in tenant with
 	// every scope, otherToken mallory's in other with every scope.
 	tenant, other     string
@@ -60,23 +63,25 @@ func newEnv(t *testing.T) *env {
 		tenant: "tenant-" + uuid.NewString()[:8], other: "other-" + uuid.NewString()[:8],
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}
 	v.keys = testinfra.Keys(t, jwtSecret)
-	var err error
-	v.starter, err = starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: v.queue, Namespace: "default", Logger: v.log})
+	w, err := inproc.Wire(st)
+	require.NoError(t, err)
+	v.vars = w.Variables
+	v.starter, err = starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: v.queue, Namespace: "default", Logger: v.log,
+		Resolver: w.Resolver})
 	require.NoError(t, err)
 
 	// The production registration: interpreter, ScheduledEnqueue, node
-	// activities and the schedule-firing activity.
+	// activities and the schedule-firing activity, over the same wiring.
 	inproc.Worker(t, worker.Deps{
 		Config: config.Config{TaskQueue: v.queue, TemporalNamespace: "default"},
-		Store:  st, Temporal: tc, Logger: v.log,
+		Store:  st, Temporal: tc, Logger: v.log, Variables: v.vars, Starter: v.starter,
 	})
 
-	// No Deps.Bridges: the API builds the service itself from the config
-	// (task queue; WebhookKey empty, so derived from the JWT secret), as
-	// `weft api` and `weft dev` do.
+	// No Deps.Bridges: inproc builds the service as the app does from the
+	// config (task queue; WebhookKey empty, so derived from the JWT secret).
 	cfg := config.Config{TaskQueue: v.queue, TemporalNamespace: "default"}
-	v.e = api.New(api.Deps{Config: cfg, Store: st, Keys: v.keys, Temporal: tc, Starter: v.starter,
-		Resolver: &catalog.Resolver{}, Logger: v.log})
+	v.e = inproc.API(t, api.Deps{Config: cfg, Store: st, Keys: v.keys, Temporal: tc, Starter: v.starter,
+		Variables: v.vars, Publication: inproc.Publication(t, st, &publication.Resolver{}), Logger: v.log})
 	v.token = v.mint(v.tenant, "alice", auth.AllScopes...)
 	v.otherToken = v.mint(v.other, "mallory", auth.AllScopes...)
 	return v

@@ -87,7 +87,7 @@ func TestToolPolicyIsCheckedWhenSetAndAtEveryFiring(t *testing.T) {
 
 	// At every firing: alice loses notes.write, the firing is refused and
 	// recorded, naming the tool; narrowing the policy lets it fire again.
-	enq, err := bridges.NewEnqueuer(v.st, v.starter, v.log)
+	enq, err := bridges.NewEnqueuer(v.st, v.starter, v.vars, v.log)
 	require.NoError(t, err)
 	ctx := context.Background()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)

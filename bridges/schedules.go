@@ -20,6 +20,7 @@ import (
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
 )
 
 // Schedule policies (documented in README):
@@ -52,12 +53,15 @@ const (
 	recentRefusals = 20
 )
 
-// Deps are the Service's collaborators. Store, Starter and Temporal are
-// required, and WebhookKey must be 32 bytes (see WebhookKey).
+// Deps are the Service's collaborators. Store, Starter, Variables and
+// Temporal are required, and WebhookKey must be 32 bytes (see WebhookKey).
 type Deps struct {
-	Store    *store.Store
-	Starter  *starter.Starter
-	Temporal client.Client
+	Store   *store.Store
+	Starter *starter.Starter
+	// Variables resolves templated schedule input: the registry graph
+	// validation and activities use (the app wires one).
+	Variables *variables.Registry
+	Temporal  client.Client
 	// TaskQueue is where ScheduledEnqueue workflows run (the workers' queue).
 	TaskQueue  string
 	WebhookKey []byte
@@ -80,7 +84,7 @@ func New(d Deps) (*Service, error) {
 	if d.Temporal == nil || d.TaskQueue == "" {
 		return nil, errors.New("bridges: Temporal and TaskQueue are required")
 	}
-	enq, err := NewEnqueuer(d.Store, d.Starter, d.Logger)
+	enq, err := NewEnqueuer(d.Store, d.Starter, d.Variables, d.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func TestScheduleTemplatedInputFiresWithTheResolvedName(t *testing.T) {
 	res = v.do(http.MethodPost, "/v1/agents/triage/revisions", v.token, map[string]any{"name": "Renamed triage",
 		"definition": map[string]any{"instructions": "Triage."}})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
-	enq, err := bridges.NewEnqueuer(v.st, v.starter, v.log)
+	enq, err := bridges.NewEnqueuer(v.st, v.starter, v.vars, v.log)
 	require.NoError(t, err)
 	again, err := enq.FireSchedule(context.Background(), v.tenant, id, at)
 	require.NoError(t, err)

@@ -117,12 +117,36 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 
 // send is do that also returns the HTTP status of a 2xx answer.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, contentType string, body []byte, out any) (int, error) {
+	res, err := c.roundTrip(ctx, method, path, query, contentType, ContentJSON, body)
+	if err != nil {
+		return res.status, err
+	}
+	if out == nil {
+		return res.status, nil
+	}
+	if err := json.Unmarshal(res.body, out); err != nil {
+		return res.status, fmt.Errorf("%s %s: unexpected answer: %w", method, res.url, err)
+	}
+	return res.status, nil
+}
+
+// rawAnswer is an answer as received.
+type rawAnswer struct {
+	status int
+	header http.Header
+	body   []byte
+	url    string // redacted
+}
+
+// roundTrip sends a request accepting accept and returns a 2xx answer as
+// received, or the API's refusal as an *Error.
+func (c *Client) roundTrip(ctx context.Context, method, path string, query url.Values, contentType, accept string, body []byte) (rawAnswer, error) {
 	u := *c.base
 	// path is already escaped (workflowPath, runPath).
 	u.RawPath = c.base.EscapedPath() + path
 	var err error
 	if u.Path, err = url.PathUnescape(u.RawPath); err != nil {
-		return 0, err
+		return rawAnswer{}, err
 	}
 	u.RawQuery = query.Encode()
 	var rd io.Reader
@@ -131,12 +155,12 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return 0, err
+		return rawAnswer{}, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", ContentJSON)
+	req.Header.Set("Accept", accept)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -146,25 +170,20 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	res, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+			return rawAnswer{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 		}
-		return 0, &UnreachableError{URL: c.base.Redacted(), Err: err}
+		return rawAnswer{}, &UnreachableError{URL: c.base.Redacted(), Err: err}
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: reading the answer: %w", method, u.Redacted(), err)
+		return rawAnswer{}, fmt.Errorf("%s %s: reading the answer: %w", method, u.Redacted(), err)
 	}
+	out := rawAnswer{status: res.StatusCode, header: res.Header, body: data, url: u.Redacted()}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return res.StatusCode, decodeError(res.StatusCode, data)
+		return out, decodeError(res.StatusCode, data)
 	}
-	if out == nil {
-		return res.StatusCode, nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return res.StatusCode, fmt.Errorf("%s %s: unexpected answer: %w", method, u.Redacted(), err)
-	}
-	return res.StatusCode, nil
+	return out, nil
 }
 
 // decodeError reads an error answer: the API's envelope, or a snippet of
@@ -345,6 +364,47 @@ func (c *Client) GetRevision(ctx context.Context, key string, n int) (Revision, 
 	var out Revision
 	err := c.doJSON(ctx, http.MethodGet, workflowPath(key, "revisions", strconv.Itoa(n)), nil, nil, &out)
 	return out, err
+}
+
+// GraphYAML is a workflow's graph document exported as YAML (GET
+// /v1/workflows/{key}/draft or /revisions/{n} with ?format=yaml): YAML
+// that reads back to the same document, hence the same checksum.
+type GraphYAML struct {
+	YAML []byte
+	// DraftRevision is the draft exported, or the draft a revision was
+	// published from.
+	DraftRevision int
+	// Revision and Checksum are set for a published revision.
+	Revision int
+	Checksum string
+}
+
+// GetDraftYAML exports draft revision n of key (0: the latest) as YAML.
+func (c *Client) GetDraftYAML(ctx context.Context, key string, n int) (GraphYAML, error) {
+	q := url.Values{"format": {"yaml"}}
+	if n > 0 {
+		q.Set("revision", strconv.Itoa(n))
+	}
+	return c.getGraphYAML(ctx, workflowPath(key, "draft"), q)
+}
+
+// GetRevisionYAML exports published revision n of key as YAML.
+func (c *Client) GetRevisionYAML(ctx context.Context, key string, n int) (GraphYAML, error) {
+	return c.getGraphYAML(ctx, workflowPath(key, "revisions", strconv.Itoa(n)), url.Values{"format": {"yaml"}})
+}
+
+func (c *Client) getGraphYAML(ctx context.Context, path string, q url.Values) (GraphYAML, error) {
+	res, err := c.roundTrip(ctx, http.MethodGet, path, q, "", ContentYAML, nil)
+	if err != nil {
+		return GraphYAML{}, err
+	}
+	out := GraphYAML{YAML: res.body, Checksum: res.header.Get("Weft-Checksum")}
+	out.DraftRevision, _ = strconv.Atoi(res.header.Get("Weft-Draft-Revision"))
+	out.Revision, _ = strconv.Atoi(res.header.Get("Weft-Revision"))
+	if out.DraftRevision < 1 {
+		return GraphYAML{}, fmt.Errorf("GET %s: the answer names no draft revision (Weft-Draft-Revision); is the API older than the YAML export?", res.url)
+	}
+	return out, nil
 }
 
 // RunRequest is the body of POST /v1/workflows/{key}/runs.

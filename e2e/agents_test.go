@@ -29,6 +29,7 @@ import (
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
 	"github.com/weftworks/weft/workflows"
@@ -43,7 +44,7 @@ func newAgentEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t)
 	e.srv.Close()
-	e.srv = httptest.NewServer(api.New(api.Deps{Config: e.cfg, Store: e.st, Keys: e.keys, Temporal: e.tc,
+	e.srv = httptest.NewServer(inproc.API(t, api.Deps{Config: e.cfg, Store: e.st, Keys: e.keys, Temporal: e.tc,
 		Starter: e.starter, Logger: e.log}))
 	t.Cleanup(e.srv.Close)
 	reg, err := catalog.NewRegistry(catalog.Builtins(catalog.BuiltinDeps{Notes: e.st})...)
@@ -311,7 +312,7 @@ func TestOpenAIProviderEndToEndNeverRecordsTheKey(t *testing.T) {
 	require.NoError(t, err)
 	w := sdkworker.New(e.tc, e.queue, worker.Options(e.cfg, logger))
 	workflows.Register(w)
-	activities.Register(w, activities.Deps{Store: e.st, Actions: reg, Logger: logger, Agents: rt})
+	require.NoError(t, activities.Register(w, activities.Deps{Store: e.st, Actions: reg, Logger: logger, Agents: rt, Variables: e.vars}))
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	logger.Info("worker configured", "config", fmt.Sprintf("%v", providers))
@@ -379,7 +380,11 @@ func TestWorkerRefusesToStartWithAChangedContract(t *testing.T) {
 		}
 	}
 	serve := func(ctx context.Context, a catalog.Action) error {
-		return worker.Serve(ctx, worker.Deps{Config: e.cfg, Store: e.st, Temporal: e.tc, Logger: e.log, Actions: []catalog.Action{a}})
+		deps, err := inproc.WorkerDeps(worker.Deps{Config: e.cfg, Store: e.st, Temporal: e.tc, Logger: e.log, Actions: []catalog.Action{a}})
+		if err != nil {
+			return err
+		}
+		return worker.Serve(ctx, deps)
 	}
 	// The first worker publishes crm.lookup@1 and serves until stopped
 	// (however long starting takes on a loaded machine).

@@ -458,7 +458,7 @@ func TestMigratedScheduleKeepsItsTools(t *testing.T) {
 		"policy %v", legacy.ToolPolicy)
 	require.NotContains(t, legacy.ToolPolicy, "core.http.fetch@1", "external actions never ran")
 
-	enq, err := bridges.NewEnqueuer(e.st, e.starter, e.log)
+	enq, err := bridges.NewEnqueuer(e.st, e.starter, e.vars, e.log)
 	require.NoError(t, err)
 	fire := func(id string) runView {
 		res, err := enq.FireSchedule(ctx, e.tenant, id, time.Now().Truncate(time.Second))

@@ -20,11 +20,11 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
@@ -70,7 +70,11 @@ func runHelperWorker() int {
 		return fail(err)
 	}
 	defer tc.Close()
-	if err := worker.Serve(ctx, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Actions: drillActions(st)}); err != nil {
+	deps, err := inproc.WorkerDeps(worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Actions: drillActions(st)})
+	if err != nil {
+		return fail(err)
+	}
+	if err := worker.Serve(ctx, deps); err != nil {
 		return fail(err)
 	}
 	return 0
@@ -92,6 +96,8 @@ type env struct {
 	keys     *auth.Keys
 	srv      *httptest.Server
 	starter  *starter.Starter
+	// vars is the variable registry the API was wired with.
+	vars *variables.Registry
 	// tenant and other are two tenants; token holds every scope for tenant.
 	tenant, other string
 	token         string
@@ -144,15 +150,19 @@ func (e *env) serveAPI(st *store.Store) {
 	t.Helper()
 	vars, err := variables.Builtin(st)
 	require.NoError(t, err)
-	resolver := catalog.NewResolver(st, vars)
+	resolver, err := publication.NewResolver(st, vars)
+	require.NoError(t, err)
+	pub, err := publication.NewService(st, resolver)
+	require.NoError(t, err)
+	e.vars = vars
 	e.starter, err = starter.New(starter.Deps{Store: st, Temporal: e.tc, TaskQueue: e.queue,
 		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log, Resolver: resolver, Durability: e.cfg.Durability})
 	require.NoError(t, err)
 	if e.srv != nil {
 		e.srv.Close()
 	}
-	srv := httptest.NewServer(api.New(api.Deps{Config: e.cfg, Store: st, Keys: e.keys, Temporal: e.tc,
-		Starter: e.starter, Resolver: resolver, Variables: vars, Logger: e.log}))
+	srv := httptest.NewServer(inproc.API(t, api.Deps{Config: e.cfg, Store: st, Keys: e.keys, Temporal: e.tc,
+		Starter: e.starter, Publication: pub, Variables: vars, Logger: e.log}))
 	t.Cleanup(srv.Close)
 	e.srv = srv
 }

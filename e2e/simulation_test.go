@@ -18,6 +18,7 @@ import (
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/worker"
 	"github.com/weftworks/weft/workflows"
 )
@@ -64,7 +65,7 @@ func (e *env) startCountingWorker() *counters {
 	require.NoError(e.t, err)
 	w := sdkworker.New(e.tc, e.queue, opts)
 	workflows.Register(w)
-	activities.Register(w, activities.Deps{Store: e.st, Actions: actions, Agents: rt, Logger: e.log})
+	require.NoError(e.t, activities.Register(w, activities.Deps{Store: e.st, Actions: actions, Agents: rt, Variables: e.vars, Logger: e.log}))
 	require.NoError(e.t, w.Start())
 	e.t.Cleanup(w.Stop)
 	return cnt
@@ -246,7 +247,7 @@ func (e *env) publishWithAgents(key, doc string) {
 	ctx := context.Background()
 	d, err := graph.Decode([]byte(doc))
 	require.NoError(e.t, err)
-	r := &catalog.Resolver{Agents: e.st, Actions: e.st}
+	r := &publication.Resolver{Agents: e.st, Actions: e.st}
 	cat, err := r.Catalog(ctx, e.tenant, d)
 	require.NoError(e.t, err)
 	c, issues := graph.CompileWith(d, cat, r.Options())

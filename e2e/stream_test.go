@@ -16,6 +16,7 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 )
 
 // napsGraph sleeps three times in a row, so its events arrive over about a
@@ -42,7 +43,7 @@ func (e *env) streamServer(perToken int) (*httptest.Server, *api.Streams) {
 	feed := e.st.NewEventFeed(e.log)
 	go func() { _ = feed.Run(ctx) }()
 	streams := api.NewStreams(feed, perToken)
-	srv := httptest.NewUnstartedServer(api.New(api.Deps{Config: e.cfg, Store: e.st, Keys: e.keys, Temporal: e.tc,
+	srv := httptest.NewUnstartedServer(inproc.API(e.t, api.Deps{Config: e.cfg, Store: e.st, Keys: e.keys, Temporal: e.tc,
 		Starter: e.starter, Logger: e.log, Streams: streams}))
 	srv.Config.RegisterOnShutdown(streams.Close)
 	srv.Start()

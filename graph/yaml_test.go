@@ -255,6 +255,7 @@ func FuzzDecodeYAML(f *testing.F) {
 	}
 	f.Add([]byte("schemaVersion: 1\nnodes: [{id: a, kind: input, outputs: {out: any}}]\nedges: []\ntools: x\n"))
 	f.Add([]byte("a: &x 1\nb: *x\n"))
+	f.Add(trickyDocument(f))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		y, err := ParseYAML(data)
 		if err != nil {
@@ -272,6 +273,18 @@ func FuzzDecodeYAML(f *testing.F) {
 		b, _ := json.Marshal(again)
 		if string(a) != string(b) {
 			t.Fatalf("JSON form decodes differently:\n%s\n%s", a, b)
+		}
+		// What EncodeYAML writes of it reads back to the same document.
+		out, err := EncodeYAML(y.JSON)
+		if err != nil {
+			t.Fatalf("EncodeYAML: %v\n%s", err, y.JSON)
+		}
+		back, err := ParseYAML(out)
+		if err != nil {
+			t.Fatalf("EncodeYAML's output does not read back: %v\n%s", err, out)
+		}
+		if c, _ := json.Marshal(back.Document); string(c) != string(a) {
+			t.Fatalf("EncodeYAML's output reads back differently:\n%s\n%s\n%s", a, c, out)
 		}
 	})
 }

@@ -27,12 +27,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/authz"
-	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/store"
-	"github.com/weftworks/weft/variables"
 )
 
 // Codes the starter adds to failure's shared set.
@@ -73,10 +72,9 @@ type Deps struct {
 	Namespace string
 	Logger    *slog.Logger
 	// Resolver builds the dependency snapshot a simulated draft is compiled
-	// against; pass the API's, so a draft compiles here exactly as it
-	// would publish. Nil uses the store for agents and published actions,
-	// as api.New does.
-	Resolver *catalog.Resolver
+	// against; required. Pass publication's (the app wires one), so a
+	// draft compiles here exactly as it would publish.
+	Resolver *publication.Resolver
 	// EagerStart asks Temporal to hand a run's first workflow task straight
 	// back to a worker of this process (StartWorkflowOptions.
 	// EnableEagerStart), saving the round trip through the task queue. Set
@@ -97,30 +95,25 @@ type Starter struct {
 	uiURL     string
 	namespace string
 	log       *slog.Logger
-	resolver  *catalog.Resolver
+	resolver  *publication.Resolver
 	durable   execution.Durability
 	eager     bool
 	pinned    *lru.Cache[pinnedKey, *pinned] // revisions.go
 }
 
-// New returns a Starter. Store, Temporal and TaskQueue are required.
+// New returns a Starter. Store, Temporal, TaskQueue and Resolver are required.
 func New(d Deps) (*Starter, error) {
 	if d.Store == nil || d.Temporal == nil || d.TaskQueue == "" {
 		return nil, errors.New("starter: Store, Temporal and TaskQueue are required")
+	}
+	if d.Resolver == nil {
+		return nil, errors.New("starter: Resolver is required (the publication resolver drafts compile with)")
 	}
 	if d.Namespace == "" {
 		d.Namespace = "default"
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
-	}
-	if d.Resolver == nil {
-		// What api.New defaults to: drafts compile here as they publish there.
-		vars, err := variables.Builtin(d.Store)
-		if err != nil {
-			return nil, fmt.Errorf("starter: variables: %w", err)
-		}
-		d.Resolver = catalog.NewResolver(d.Store, vars)
 	}
 	return &Starter{
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,

@@ -26,7 +26,9 @@ import (
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/variables"
 )
 
 func TestMain(m *testing.M) { testinfra.Main(m) }
@@ -49,12 +51,36 @@ func setup(t *testing.T) *bundle {
 	_, tc := testinfra.SharedClient(t)
 	st := testinfra.NewStore(t)
 	queue := "starter-test-" + uuid.NewString()
-	s, err := New(Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test/", Namespace: "default",
+	s, err := New(Deps{Store: st, Temporal: tc, TaskQueue: queue, UIURL: "http://ui.test/", Namespace: "default", Resolver: resolver(t, st),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &bundle{st: st, tc: tc, starter: s, queue: queue, t1: "t1-" + uuid.NewString(), t2: "t2-" + uuid.NewString()}
+}
+
+// resolver is the publication resolver the app wires over st.
+func resolver(t *testing.T, st *store.Store) *publication.Resolver {
+	t.Helper()
+	vars, err := variables.Builtin(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := publication.NewResolver(st, vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestNewRequiresAResolver: the starter defaults no resolver; drafts must
+// compile with the one publication uses.
+func TestNewRequiresAResolver(t *testing.T) {
+	_, tc := testinfra.SharedClient(t)
+	_, err := New(Deps{Store: testinfra.NewStore(t), Temporal: tc, TaskQueue: "q"})
+	if err == nil || !strings.Contains(err.Error(), "Resolver is required") {
+		t.Fatalf("New without a Resolver = %v", err)
+	}
 }
 
 const itemGraph = `{
@@ -389,7 +415,7 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer broken.Close()
-	down, err := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue,
+	down, err := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue, Resolver: b.starter.resolver,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +514,7 @@ func TestCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer broken.Close()
-	down, _ := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue,
+	down, _ := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue, Resolver: b.starter.resolver,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
 	queued, err := down.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"b"}`), IdempotencyKey: "never-started"}, trusted(b.t1))
 	if err != nil {
@@ -772,7 +798,7 @@ func TestRunsUnderTheLegacyWorkflowIDKeepWorking(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer broken.Close()
-	down, _ := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue,
+	down, _ := New(Deps{Store: b.st, Temporal: broken, TaskQueue: b.queue, Resolver: b.starter.resolver,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
 	req := Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "legacy"}
 	first, err := down.Enqueue(ctx, req, trusted(b.t1))

@@ -279,7 +279,7 @@ type agentContractContent struct {
 	Skills       []graph.SkillRef `json:"skills"`
 }
 
-// AgentContracts implements catalog.AgentSource: the contracts of those refs
+// AgentContracts implements publication.AgentSource: the contracts of those refs
 // that exist in the tenant, archived ones marked Archived (validation then
 // refuses them as MISSING_DEPENDENCY), with their instructions template and
 // the skills they list (unpinned: SkillContracts resolves them).
@@ -407,7 +407,7 @@ func (s *Store) ListActionContracts(ctx context.Context) ([]PublishedAction, err
 	return out, nil
 }
 
-// PublishedContracts implements catalog.ActionSource: every published contract.
+// PublishedContracts implements publication.ActionSource: every published contract.
 func (s *Store) PublishedContracts(ctx context.Context) ([]graph.ActionContract, error) {
 	all, err := s.ListActionContracts(ctx)
 	if err != nil {

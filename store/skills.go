@@ -239,7 +239,7 @@ func (s *Store) ArchiveSkill(ctx context.Context, tenantID, key, by string) (Ski
 	return sk, nil
 }
 
-// SkillContracts implements catalog.SkillSource: the revisions of refs that
+// SkillContracts implements publication.SkillSource: the revisions of refs that
 // exist in the tenant, archived ones marked Archived (validation then
 // refuses them as MISSING_DEPENDENCY).
 func (s *Store) SkillContracts(ctx context.Context, tenantID string, refs []graph.SkillRef) ([]graph.SkillContract, error) {

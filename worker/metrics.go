@@ -12,9 +12,9 @@ import (
 	"github.com/weftworks/weft/metrics"
 )
 
-// serveMetrics serves GET /metrics of m on addr (WEFT_METRICS_ADDR) for a
+// ServeMetrics serves GET /metrics of m on addr (WEFT_METRICS_ADDR) for a
 // worker process, which has no API to serve them on. stop shuts it down.
-func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
+func ServeMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("worker: metrics: listen on %s: %w", addr, err)

@@ -1,12 +1,15 @@
-// Package worker is weft's Temporal worker wiring, one function deep:
-// config → pgx pool → Temporal client → worker.New on the task queue →
+// Package worker is weft's Temporal worker: worker.New on the task queue →
 // register the interpreter workflow and the activities → run until the
-// context is done. `weft worker` calls Run; `weft dev` calls Serve with the
-// connections it shares with the API.
+// context is done, with the reconciler, the throttled-run dispatcher and
+// retention beside it. The app (cmd/weft/internal/app) opens the
+// connections and builds the shared wiring (variable registry, starter)
+// once, and passes them in Deps: `weft worker` and `weft dev` both call
+// Serve.
 package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/reconciler"
+	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
 	"github.com/weftworks/weft/variables"
@@ -38,12 +42,20 @@ const MaxHeartbeatThrottleInterval = time.Second
 // searchAttributeTimeout bounds the search attribute check at start.
 const searchAttributeTimeout = 10 * time.Second
 
-// Deps are the connections a worker runs on.
+// Deps are the connections and the shared wiring a worker runs on. Store,
+// Temporal, Variables and Starter are required.
 type Deps struct {
 	Config   config.Config
 	Store    *store.Store
 	Temporal client.Client
 	Logger   *slog.Logger
+	// Variables is the process's variable registry: templates, agent
+	// instructions and schedule input resolve against it.
+	Variables *variables.Registry
+	// Starter is the process's execution capability: schedule firings
+	// enqueue through it, and its dispatcher starts throttled runs when
+	// runs this worker settles free their slots.
+	Starter *starter.Starter
 	// Metrics observes node attempts (weft_node_duration_seconds); nil
 	// observes nothing.
 	Metrics *metrics.Metrics
@@ -73,35 +85,19 @@ func Options(cfg config.Config, logger *slog.Logger) sdkworker.Options {
 	}
 }
 
-// Run is `weft worker`: it opens the pool and the Temporal client from cfg,
-// serves until ctx is done, and closes them.
-func Run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	if logger == nil {
-		logger = slog.Default()
+// check refuses Deps that lack a required dependency, naming it.
+func (d Deps) check() error {
+	switch {
+	case d.Store == nil:
+		return errors.New("worker: Store is required")
+	case d.Temporal == nil:
+		return errors.New("worker: Temporal is required")
+	case d.Variables == nil:
+		return errors.New("worker: Variables (the variable registry) is required")
+	case d.Starter == nil:
+		return errors.New("worker: Starter is required")
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.Ping(ctx); err != nil {
-		return fmt.Errorf("worker: postgres: %w", err)
-	}
-	tc, err := temporalclient.Dial(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	var m *metrics.Metrics
-	if cfg.MetricsAddr != "" {
-		m = metrics.New()
-		stop, err := serveMetrics(cfg.MetricsAddr, m, logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	return Serve(ctx, Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m})
+	return nil
 }
 
 // Serve registers missing search attributes where the server allows it,
@@ -109,6 +105,9 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 // activities, and runs it until ctx is done (then stops it gracefully) or it
 // fails.
 func Serve(ctx context.Context, d Deps) error {
+	if err := d.check(); err != nil {
+		return err
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -125,7 +124,7 @@ func Serve(ctx context.Context, d Deps) error {
 		return fmt.Errorf("worker: %w", err)
 	}
 	w := sdkworker.New(d.Temporal, d.Config.TaskQueue, Options(d.Config, log))
-	if err := Register(w, d); err != nil {
+	if err := register(w, d, actions); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
@@ -150,15 +149,7 @@ func Serve(ctx context.Context, d Deps) error {
 	// slot in the settling transaction, which wakes the dispatchers
 	// (store.SlotsChannel); the decision is PostgreSQL's, under the
 	// tenant's lock, so replicas never admit past a cap.
-	vars, err := variables.Builtin(d.Store)
-	if err != nil {
-		return fmt.Errorf("worker: variables: %w", err)
-	}
-	runs, err := newStarter(d, vars)
-	if err != nil {
-		return err
-	}
-	go runs.RunDispatcher(ctx)
+	go d.Starter.RunDispatcher(ctx)
 	go runRetention(ctx, Retention{Store: d.Store, Temporal: d.Temporal, Namespace: d.Config.TemporalNamespace,
 		EventDays: d.Config.EventRetentionDays, RunDays: d.Config.RunRetentionDays, Logger: log})
 	log.Info("worker starting")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -35,7 +36,9 @@ written before summaries existed) is a warning line
 ("warning: ... MISSING_TOOLSET_SUMMARY ..."), which does not fail the
 command. Agent revisions live on the server, so agent
 references are not checked here (they are at dry-run and publication); nor
-are actions a worker registers beyond the built-ins.`,
+are actions a worker registers beyond the built-ins. A valid file without
+agent references also prints its checksum: the one publishing it gives
+(its actions being the built-ins).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -74,6 +77,11 @@ are actions a worker registers beyond the built-ins.`,
 			s.printToolsets(out)
 			if agents > 0 {
 				fmt.Fprintf(out, "note: %d agent reference(s) are resolved by the server at dry-run and publication\n", agents)
+			} else if sum, err := checksumLocally(s.doc); err == nil {
+				// Without agents, the built-in actions are all a revision
+				// pins: publication of this file on a server whose workers
+				// register them unchanged gives this checksum.
+				fmt.Fprintf(out, "checksum %s (what publishing this file gives, with the built-in actions)\n", sum)
 			}
 			return nil
 		},
@@ -111,30 +119,69 @@ func validateLocally(doc *graph.Document) ([]graph.Issue, error) {
 	return graph.ValidateWith(doc, cat, graph.Options{Templates: graphcheck.New(reg)}), nil
 }
 
+// checksumLocally compiles doc against the built-in actions and returns
+// the revision checksum; an error when it does not compile.
+func checksumLocally(doc *graph.Document) (string, error) {
+	reg, err := variables.Builtin(variables.NoAgents{})
+	if err != nil {
+		return "", err
+	}
+	cat := graph.NewStaticCatalog(catalog.BuiltinContracts(), nil)
+	c, issues := graph.CompileWith(doc, cat, graph.Options{Templates: graphcheck.New(reg)})
+	if len(issues) > 0 || c == nil {
+		return "", fmt.Errorf("%d issue(s)", len(issues))
+	}
+	return c.Checksum, nil
+}
+
 func newPushCmd() *cobra.Command {
 	var key string
+	var expected int
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "push FILE --key KEY",
+		Use:   "push FILE --key KEY [--expected-revision N | --force]",
 		Short: "Save a workflow file as the next draft of KEY (creating KEY if absent)",
 		Long: `Reads FILE (.yaml, .yml or .json), captures the toolset folders its tools:
 values name (paths relative to FILE; each folder's toolset.yaml and SKILL.md
 are copied into the document's toolsets map, so the server never reads a
 path), and saves it as a draft of workflow KEY: the workflow is created with
 draft revision 1 when it does not exist, otherwise the next draft revision is
-saved on top of the latest one. A missing or invalid folder, or a toolset the
-server refuses (an unknown action), fails the push; nothing is saved then.
-A draft may still hold other graph issues: see weft validate and publish.`,
+saved. A missing or invalid folder, or a toolset the server refuses (an
+unknown action), fails the push; nothing is saved then. A draft may still
+hold other graph issues: see weft validate and publish.
+
+A push never replaces, unawares, a draft someone saved since. The draft FILE
+was last pulled as or pushed to (per API) is recorded in .weft-drafts.json
+next to it (weft pull -o and weft push write it; commit it with the
+workflow files); the push sends it as expectedRevision, and the API refuses
+the save (REVISION_CONFLICT, nothing saved) when KEY's latest draft is
+another one. --expected-revision N names the draft to replace instead;
+--force replaces whatever draft is the latest, on purpose. Without a record
+(a file never pulled or pushed here) the push saves on top of the latest
+draft.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
-			s, issues, err := loadSource(args[0])
+			file := args[0]
+			if expected < 0 {
+				return fmt.Errorf("push %s: --expected-revision takes a positive draft revision", key)
+			}
+			if force && expected > 0 {
+				return fmt.Errorf("push %s: --force replaces whatever draft is the latest; --expected-revision only draft %d: give one of them", key, expected)
+			}
+			statePath := draftStatePath(file)
+			state, err := loadDraftState(statePath)
+			if err != nil && !force {
+				return fmt.Errorf("push %s: %w", key, err)
+			}
+			s, issues, err := loadSource(file)
 			if err != nil {
 				fmt.Fprintln(out, err)
-				return &silentError{msg: "push refused: " + args[0] + " is not a well-formed workflow document"}
+				return &silentError{msg: "push refused: " + file + " is not a well-formed workflow document"}
 			}
 			if len(issues) > 0 {
 				s.printIssues(out, issues)
-				return &silentError{msg: fmt.Sprintf("push refused: %d toolset problem(s) in %s", len(issues), args[0])}
+				return &silentError{msg: fmt.Sprintf("push refused: %d toolset problem(s) in %s", len(issues), file)}
 			}
 			doc, err := json.Marshal(s.doc)
 			if err != nil {
@@ -145,13 +192,39 @@ A draft may still hold other graph issues: see weft validate and publish.`,
 				return err
 			}
 			ctx := cmd.Context()
+			// base is the draft this push replaces, and why.
+			base, basis := expected, fmt.Sprintf("draft %d (--expected-revision)", expected)
+			if base == 0 && !force && state != nil {
+				if rev, ok := state.get(apiBaseURL(), key); ok {
+					base, basis = rev, fmt.Sprintf("draft %d, which %s was last pulled as or pushed to (%s)", rev, file, statePath)
+				}
+			}
 			var d client.Draft
 			w, err := c.GetWorkflow(ctx, key)
 			switch {
+			case client.IsNotFound(err) && expected > 0:
+				return fmt.Errorf("push %s --expected-revision %d: workflow %s does not exist; push without --expected-revision to create it", key, expected, key)
 			case client.IsNotFound(err):
+				// Nothing to replace (a record from a server since reset
+				// included): create it.
 				d, err = c.CreateWorkflow(ctx, key, doc)
-			case err == nil:
+			case err == nil && base == 0:
 				d, err = c.SaveDraft(ctx, key, w.DraftRevision, doc)
+			case err == nil:
+				d, err = c.SaveDraft(ctx, key, base, doc)
+			}
+			if client.Code(err) == "REVISION_CONFLICT" && base > 0 {
+				latest := w.DraftRevision
+				var ce *client.Error
+				if errors.As(err, &ce) {
+					if v, ok := ce.Details["currentRevision"].(float64); ok {
+						latest = int(v)
+					}
+				}
+				return fmt.Errorf("push %s refused, nothing saved: %s's latest draft is %d, not %s.\n"+
+					"Someone saved a draft since. Pull it (weft pull %s -o %s), merge your change, and push again; "+
+					"or replace draft %d on purpose with weft push %s --key %s --force", key, key, latest, basis,
+					key, file, latest, file, key)
 			}
 			if err != nil {
 				printServerIssues(out, s, err)
@@ -162,10 +235,15 @@ A draft may still hold other graph issues: see weft validate and publish.`,
 				ts := s.doc.Toolsets[cp.Name]
 				fmt.Fprintf(out, "  toolset %s from %s: %d tool(s), skill %d bytes: %s\n", cp.Name, cp.Dir, len(ts.Tools), len(ts.Skill), ts.Summary)
 			}
+			if err := recordDraft(file, key, d.DraftRevision); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "workflow key (required)")
+	cmd.Flags().IntVar(&expected, "expected-revision", 0, "the draft revision this push replaces (default: the one recorded in .weft-drafts.json)")
+	cmd.Flags().BoolVar(&force, "force", false, "replace the latest draft whatever it is, ignoring the recorded draft")
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
 }

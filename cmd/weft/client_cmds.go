@@ -31,6 +31,7 @@ func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		newValidateCmd(),
 		newPushCmd(),
+		newPullCmd(),
 		newPublishCmd(),
 		newRunCmd(),
 		newRunsCmd(),
@@ -45,12 +46,19 @@ func clientCommands() []*cobra.Command {
 	}
 }
 
-// apiClient builds the client from WEFT_URL and WEFT_TOKEN.
-func apiClient() (*client.Client, error) {
-	base := strings.TrimSpace(os.Getenv("WEFT_URL"))
+// apiBaseURL is the API the client verbs talk to: WEFT_URL, or where
+// `weft dev` serves by default, without a trailing slash.
+func apiBaseURL() string {
+	base := strings.TrimRight(strings.TrimSpace(os.Getenv("WEFT_URL")), "/")
 	if base == "" {
 		base = defaultAPIURL
 	}
+	return base
+}
+
+// apiClient builds the client from WEFT_URL and WEFT_TOKEN.
+func apiClient() (*client.Client, error) {
+	base := apiBaseURL()
 	token := strings.TrimSpace(os.Getenv("WEFT_TOKEN"))
 	if token == "" {
 		return nil, errors.New("WEFT_TOKEN is not set: export the token `weft dev` prints, or mint one with `weft token`")

@@ -14,6 +14,7 @@ import (
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/starter"
 )
 
@@ -27,12 +28,12 @@ func TestLimitsVerbs(t *testing.T) {
 	st := testinfra.NewStore(t)
 	tc := testinfra.OwnTemporal(t).Client()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	runs, err := starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: "limits-verbs-" + uuid.NewString(), Logger: logger})
+	runs, err := inproc.NewStarter(starter.Deps{Store: st, Temporal: tc, TaskQueue: "limits-verbs-" + uuid.NewString(), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := testinfra.Keys(t, "limits-verbs-secret-0123456789abcd")
-	srv := httptest.NewServer(api.New(api.Deps{Store: st, Keys: keys, Temporal: tc, Starter: runs, Logger: logger}))
+	srv := httptest.NewServer(inproc.API(t, api.Deps{Store: st, Keys: keys, Temporal: tc, Starter: runs, Logger: logger}))
 	t.Cleanup(srv.Close)
 	env := []string{"WEFT_URL=" + srv.URL, "WEFT_TOKEN=" + testinfra.Token(t, keys, "acme", "ops", auth.AllScopes...)}
 	reader := []string{"WEFT_URL=" + srv.URL, "WEFT_TOKEN=" + testinfra.Token(t, keys, "acme", "viewer", auth.ScopeWorkflowsRead)}

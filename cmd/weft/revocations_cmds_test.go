@@ -12,6 +12,7 @@ import (
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 )
 
 // TestRevocationVerbs drives `weft revocations list|add|remove` as
@@ -21,7 +22,7 @@ func TestRevocationVerbs(t *testing.T) {
 	t.Parallel()
 	st := testinfra.NewStore(t)
 	keys := testinfra.Keys(t, "revocation-verbs-secret-0123456789")
-	srv := httptest.NewServer(api.New(api.Deps{Store: st, Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	srv := httptest.NewServer(inproc.API(t, api.Deps{Store: st, Keys: keys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
 	as := func(tenant, sub string, scopes ...string) []string {
 		return []string{"WEFT_URL=" + srv.URL, "WEFT_TOKEN=" + testinfra.Token(t, keys, tenant, sub, scopes...)}

@@ -37,6 +37,7 @@ import (
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
@@ -375,8 +376,8 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 		return fail(err)
 	}
 	cfg.TaskQueue = e.queue
-	w := sdkworker.New(e.tc, e.queue, worker.Options(cfg, logger))
-	if err := worker.Register(w, worker.Deps{Config: cfg, Store: st, Temporal: e.tc, Logger: logger}); err != nil {
+	w, err := inproc.NewWorker(worker.Deps{Config: cfg, Store: st, Temporal: e.tc, Logger: logger})
+	if err != nil {
 		return fail(err)
 	}
 	w.RegisterActivityWithOptions(handEcho, activity.RegisterOptions{Name: handActivityName})
@@ -408,12 +409,12 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 		return fail(err)
 	}
 	handler := func(tc client.Client, queue string, eager bool) (http.Handler, error) {
-		runs, err := starter.New(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue,
+		runs, err := inproc.NewStarter(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue,
 			UIURL: "http://localhost:8233", Namespace: "default", Logger: logger, EagerStart: eager})
 		if err != nil {
 			return nil, err
 		}
-		return api.New(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Starter: runs}), nil
+		return inproc.NewAPI(api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Starter: runs})
 	}
 	if e.api, err = handler(e.split, e.queue, false); err != nil {
 		return fail(err)

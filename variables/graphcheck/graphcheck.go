@@ -9,7 +9,7 @@
 // never imports either.
 //
 // Wiring: build one registry (variables.Builtin) and hand New(reg) to
-// catalog.Resolver.Templates; every graph.ValidateWith / DryRunWith /
+// publication.Resolver.Templates; every graph.ValidateWith / DryRunWith /
 // CompileWith then uses it through Resolver.Options(). Dry-run, publication
 // and simulated drafts go through Resolver.ForScopes(principal scopes),
 // which swaps in New(reg).ForScopes(...) so variables the caller may not

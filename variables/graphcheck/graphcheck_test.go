@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/publication"
 	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/variables/graphcheck"
 )
@@ -144,7 +145,7 @@ func TestDryRunReportsTemplateScopesDespiteIssues(t *testing.T) {
 
 // The same checker through the catalog resolver, as publication wires it.
 func TestResolverOptionsUseTheChecker(t *testing.T) {
-	r := &catalog.Resolver{Templates: graphcheck.New(registry(t))}
+	r := &publication.Resolver{Templates: graphcheck.New(registry(t))}
 	doc := quickstart(t, "{{ nope }}", nil)
 	issues := graph.ValidateWith(doc, builtinCatalog(), r.Options())
 	require.Len(t, issues, 1)

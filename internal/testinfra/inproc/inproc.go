@@ -1,7 +1,9 @@
 // Package inproc builds weft components in a test's own process exactly as
 // production wires them. It is apart from testinfra because it imports the
 // worker (and through it starter and workflows), whose own in-package tests
-// import testinfra.
+// import testinfra. wiring.go builds the shared wiring (variable registry,
+// publication resolver and service, starter) the production constructors
+// require, as cmd/weft/internal/app does.
 package inproc
 
 import (
@@ -14,8 +16,13 @@ import (
 
 // NewWorker builds a worker on deps.Config.TaskQueue, polling through
 // deps.Temporal, as production does: worker.Options, and worker.Register for
-// the interpreter and every activity with its real dependencies.
+// the interpreter and every activity with its real dependencies (deps
+// completed by WorkerDeps).
 func NewWorker(deps worker.Deps) (sdkworker.Worker, error) {
+	deps, err := WorkerDeps(deps)
+	if err != nil {
+		return nil, err
+	}
 	w := sdkworker.New(deps.Temporal, deps.Config.TaskQueue, worker.Options(deps.Config, deps.Logger))
 	if err := worker.Register(w, deps); err != nil {
 		return nil, err

@@ -3,6 +3,10 @@
 // and `weft dev` (RunDev: dev server, database, API and worker in one
 // process). Each function runs until its context is done, then shuts down in
 // order and returns.
+//
+// This is the one place the shared wiring is built (wiring.go: the variable
+// registry, the publication resolver and service, the starter); the API,
+// the worker and the bridges receive it and default none of it.
 package app
 
 import (
@@ -21,13 +25,12 @@ import (
 	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
-	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/web"
 	"github.com/weftworks/weft/worker"
 )
@@ -83,7 +86,11 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 		return err
 	}
 	defer tc.Close()
-	a, err := newAPI(cfg, st, tc, keys, metrics.New(), logger, false)
+	w, err := wire(cfg, st, tc, logger, false)
+	if err != nil {
+		return err
+	}
+	a, err := newAPI(cfg, st, tc, keys, metrics.New(), logger, w)
 	if err != nil {
 		return err
 	}
@@ -113,30 +120,12 @@ type apiParts struct {
 	streams *api.Streams
 }
 
-// newAPI builds the HTTP handler (the API, and the canvas under /ui/) and
-// the starter its run routes enqueue through. The caller runs the starter's
-// sweeper and dispatcher (every API replica may) and the event feed. m is
-// served at /metrics; `weft dev` shares it with its worker. eagerStart is for
-// `weft dev` only, whose worker polls the task queue through tc (see
-// starter.Deps.EagerStart).
-func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger, eagerStart bool) (apiParts, error) {
-	// One variable registry and one resolver (with its compile cache) serve
-	// both publication and the starter, so a draft simulates exactly as it
-	// would publish.
-	vars, err := variables.Builtin(st)
-	if err != nil {
-		return apiParts{}, err
-	}
-	resolver := catalog.NewResolver(st, vars)
-	resolver.HistoryBudget = &cfg.History
-	runs, err := starter.New(starter.Deps{
-		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
-		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
-		Resolver: resolver, Durability: cfg.Durability, EagerStart: eagerStart,
-	})
-	if err != nil {
-		return apiParts{}, err
-	}
+// newAPI builds the HTTP handler (the API, and the canvas under /ui/) over
+// the process's wiring w, and the schedule and webhook service beside it.
+// The caller runs the starter's sweeper and dispatcher (every API replica
+// may) and the event feed. m is served at /metrics; `weft dev` shares it
+// with its worker.
+func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, m *metrics.Metrics, logger *slog.Logger, w *wiring) (apiParts, error) {
 	// weft_runs{status}: read from PostgreSQL at scrape time.
 	if err := m.RegisterRuns(st.Pool, 0, logger); err != nil {
 		return apiParts{}, err
@@ -149,22 +138,76 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	if err != nil {
 		return apiParts{}, err
 	}
-	handler := api.New(api.Deps{
+	handler, err := api.New(api.Deps{
 		Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger,
-		Metrics: m, Starter: runs, Variables: vars, Resolver: resolver, Streams: streams,
+		Metrics: m, Starter: w.starter, Variables: w.variables, Publication: w.publication, Streams: streams,
+		Bridges:   newBridges(cfg, st, tc, keys, logger, w),
 		Providers: provider.NewReadiness(providers, provider.ReadinessOptions{TTL: cfg.ProviderProbeTTL, Logger: logger}),
 	})
-	return apiParts{handler: web.Mount(handler), starter: runs, feed: feed, streams: streams}, nil
+	if err != nil {
+		return apiParts{}, err
+	}
+	return apiParts{handler: web.Mount(handler), starter: w.starter, feed: feed, streams: streams}, nil
+}
+
+// newBridges is the schedule and webhook service: the webhook key is
+// WEFT_WEBHOOK_KEY, else derived from the JWT secret. When it cannot be
+// built (a malformed key) the API still serves, its bridge routes answer
+// 503 and the log says why.
+func newBridges(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Keys, logger *slog.Logger, w *wiring) *bridges.Service {
+	key, err := bridges.WebhookKey(cfg.WebhookKey, string(keys.Secret()))
+	var svc *bridges.Service
+	if err == nil {
+		svc, err = bridges.New(bridges.Deps{
+			Store: st, Starter: w.starter, Variables: w.variables, Temporal: tc,
+			TaskQueue: cfg.TaskQueue, WebhookKey: key, Logger: logger,
+		})
+	}
+	if err != nil {
+		logger.Error("schedules and webhooks are unavailable", "err", err)
+		return nil
+	}
+	return svc
 }
 
 // RunWorker is `weft worker`: a stateless Temporal worker on cfg.TaskQueue.
+// It opens the pool and the Temporal client from cfg, builds the process's
+// wiring, serves until ctx is done, and closes them. With migrate set it
+// applies pending migrations first.
 func RunWorker(ctx context.Context, cfg config.Config, migrate bool, logger *slog.Logger) error {
 	if migrate {
 		if err := Migrate(ctx, cfg, false, logger); err != nil {
 			return err
 		}
 	}
-	return worker.Run(ctx, cfg, logger)
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Ping(ctx); err != nil {
+		return fmt.Errorf("worker: postgres: %w", err)
+	}
+	tc, err := temporalclient.Dial(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	var m *metrics.Metrics
+	if cfg.MetricsAddr != "" {
+		m = metrics.New()
+		stop, err := worker.ServeMetrics(cfg.MetricsAddr, m, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	w, err := wire(cfg, st, tc, logger, false)
+	if err != nil {
+		return err
+	}
+	return worker.Serve(ctx, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m,
+		Variables: w.variables, Starter: w.starter})
 }
 
 // signingKeys loads the JWT secret (WEFT_JWT_SECRET, else the file in the

@@ -116,7 +116,11 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	// One registry for the whole process: API latency and the worker's node
 	// metrics are served together at /metrics.
 	m := metrics.New()
-	a, err := newAPI(cfg, st, tc, keys, m, logger, true) // the worker below polls through tc: eager starts
+	w, err := wire(cfg, st, tc, logger, true) // the worker below polls through tc: eager starts
+	if err != nil {
+		return err
+	}
+	a, err := newAPI(cfg, st, tc, keys, m, logger, w)
 	if err != nil {
 		return err
 	}
@@ -127,7 +131,8 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	defer stopWorker()
 	workerErr := make(chan error, 1)
 	go func() {
-		workerErr <- worker.Serve(workerCtx, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m})
+		workerErr <- worker.Serve(workerCtx, worker.Deps{Config: cfg, Store: st, Temporal: tc, Logger: logger, Metrics: m,
+			Variables: w.variables, Starter: w.starter})
 	}()
 	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHTTP()

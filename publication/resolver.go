@@ -1,11 +1,21 @@
-package catalog
+// Package publication turns a draft into a published revision: the
+// Resolver loads the dependency snapshot (action contracts, agent and skill
+// revisions, the variable registry's scopes) a document is validated and
+// compiled against, and the Service dry-runs and publishes drafts with it.
+// The API's authoring routes and the starter's simulated drafts share one
+// Resolver, so a draft simulates exactly as it would publish. The action
+// registry the worker runs lives in package catalog.
+package publication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
 	"github.com/weftworks/weft/variables/graphcheck"
 )
@@ -82,16 +92,19 @@ type Store interface {
 }
 
 // NewResolver is the production resolver: built-in and published actions,
-// the tenant's agent revisions, and mapping templates checked against vars
-// (UNKNOWN_VARIABLE, and the scopes templates need). The API and the starter
-// both use it, so a draft simulates exactly as it would publish.
-func NewResolver(st Store, vars *variables.Registry) *Resolver {
-	r := &Resolver{Agents: st, Actions: st, Skills: st, Compiler: graph.NewCompiler(graph.CompilerConfig{})}
-	if vars != nil {
-		r.Templates = graphcheck.New(vars)
-		r.Variables = vars
+// the tenant's agent and skill revisions, and mapping templates checked
+// against vars (UNKNOWN_VARIABLE, and the scopes templates need). Both are
+// required. The API and the starter share the one the app wires, so a
+// draft simulates exactly as it would publish.
+func NewResolver(st Store, vars *variables.Registry) (*Resolver, error) {
+	if s, ok := st.(*store.Store); st == nil || (ok && s == nil) {
+		return nil, errors.New("publication: NewResolver needs a Store (agents, skills and published actions)")
 	}
-	return r
+	if vars == nil {
+		return nil, errors.New("publication: NewResolver needs the variable registry")
+	}
+	return &Resolver{Agents: st, Actions: st, Skills: st, Compiler: graph.NewCompiler(graph.CompilerConfig{}),
+		Templates: graphcheck.New(vars), Variables: vars}, nil
 }
 
 // ForScopes returns the resolver a principal holding scopes publishes
@@ -127,11 +140,11 @@ func (r *Resolver) Options() graph.Options {
 // is set), the agent revisions doc references that the AgentSource knows,
 // and the skill revisions those agents list that the SkillSource knows.
 func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Document) (graph.Catalog, error) {
-	actions := BuiltinContracts()
+	actions := catalog.BuiltinContracts()
 	if r != nil && r.Actions != nil {
 		published, err := r.Actions.PublishedContracts(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("catalog: resolve actions: %w", err)
+			return nil, fmt.Errorf("publication: resolve actions: %w", err)
 		}
 		actions = append(actions, published...)
 	}
@@ -142,7 +155,7 @@ func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Docu
 			var err error
 			agents, err = r.Agents.AgentContracts(ctx, tenantID, refs)
 			if err != nil {
-				return nil, fmt.Errorf("catalog: resolve agents: %w", err)
+				return nil, fmt.Errorf("publication: resolve agents: %w", err)
 			}
 			r.addInstructionScopes(agents)
 		}
@@ -151,7 +164,7 @@ func (r *Resolver) Catalog(ctx context.Context, tenantID string, doc *graph.Docu
 	if refs := graph.SkillRefs(agents); len(refs) > 0 && r.Skills != nil {
 		skills, err := r.Skills.SkillContracts(ctx, tenantID, refs)
 		if err != nil {
-			return nil, fmt.Errorf("catalog: resolve skills: %w", err)
+			return nil, fmt.Errorf("publication: resolve skills: %w", err)
 		}
 		cat.WithSkills(skills)
 	}

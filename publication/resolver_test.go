@@ -1,4 +1,4 @@
-package catalog_test
+package publication_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/publication"
 )
 
 // agentGraph names one action and one agent revision.
@@ -54,7 +55,7 @@ func TestResolverWithoutAgentsResolvesBuiltinsOnly(t *testing.T) {
 	t.Parallel()
 	doc, err := graph.Decode([]byte(agentGraph))
 	require.NoError(t, err)
-	for _, r := range []*catalog.Resolver{nil, {}} {
+	for _, r := range []*publication.Resolver{nil, {}} {
 		cat, err := r.Catalog(context.Background(), "t1", doc)
 		require.NoError(t, err)
 		for _, c := range catalog.BuiltinContracts() {
@@ -76,7 +77,7 @@ func TestResolverAsksAgentSourceForTheDocumentsAgents(t *testing.T) {
 	require.NoError(t, err)
 	src := &fakeAgents{out: []graph.AgentContract{{Key: "triage", Revision: 2,
 		OutputSchema: json.RawMessage(`{}`), Hash: "h"}}}
-	r := &catalog.Resolver{Agents: src}
+	r := &publication.Resolver{Agents: src}
 	cat, err := r.Catalog(context.Background(), "t1", doc)
 	require.NoError(t, err)
 	require.Equal(t, "t1", src.tenant)
