@@ -140,7 +140,7 @@ func (s *Server) checkGraph(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.resolver().ForScopes(p.Scopes).DryRun(c.Request().Context(), p.Tenant, doc)
+	out, err := s.publication.Check(c.Request().Context(), p.Tenant, p.Scopes, doc)
 	if err != nil {
 		return err
 	}
