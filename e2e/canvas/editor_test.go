@@ -239,6 +239,23 @@ func TestEditorConflict(t *testing.T) {
 	if got := eval[string](t, b, `document.querySelector('[data-testid=gate-expression]').value`); got != "input.big == false" {
 		t.Errorf("after reload tab B shows %q", got)
 	}
+
+	// The YAML view is the server's export; edited and saved, the canvas
+	// shows what the server read.
+	click(t, b, `[data-testid=tab-yaml]`)
+	waitFor(t, b, "the YAML export", `document.querySelector('[data-testid=yaml-text]')?.value.includes('input.big == false')`)
+	yaml := eval[string](t, b, `document.querySelector('[data-testid=yaml-text]').value`)
+	pulled := w.do(t, http.MethodGet, "/v1/workflows/conflicted/draft?format=yaml&revision=2", nil)
+	if string(pulled.Body) != yaml {
+		t.Errorf("the YAML view differs from the export weft pull reads:\n%s\n---\n%s", yaml, pulled.Body)
+	}
+	setField(t, b, `[data-testid=yaml-text]`, strings.Replace(yaml, "input.big == false", "input.big != false", 1))
+	click(t, b, `[data-testid=yaml-save]`)
+	waitSaved(t, b, 3)
+	selectNode(t, b, "check")
+	if got := eval[string](t, b, `document.querySelector('[data-testid=gate-expression]').value`); got != "input.big != false" {
+		t.Errorf("after saving YAML the canvas shows %q", got)
+	}
 }
 
 // TestEditorTemplateVariables: the {{ menu lists exactly the variables the

@@ -37,6 +37,7 @@ export const ROUTES = {
   streamRunEvents: { method: 'GET', path: '/v1/runs/{id}/events/stream' },
   createWorkflow: { method: 'POST', path: '/v1/workflows' },
   saveDraft: { method: 'PUT', path: '/v1/workflows/{key}/draft' },
+  getDraft: { method: 'GET', path: '/v1/workflows/{key}/draft' },
   dryRun: { method: 'POST', path: '/v1/workflows/{key}/dry-run' },
   checkGraph: { method: 'POST', path: '/v1/graphs/check' },
   publish: { method: 'POST', path: '/v1/workflows/{key}/publish' },
@@ -195,6 +196,29 @@ export class Client {
   /** Saves graph as the next draft; 409 REVISION_CONFLICT when expectedRevision is not the latest. */
   saveDraft(key: string, expectedRevision: number, graph: Graph): Promise<{ key: string; draftRevision: number }> {
     return this.call(ROUTES.saveDraft, { key }, '', { expectedRevision, graph });
+  }
+
+  /** Draft revision of key as the server's YAML export writes it (what `weft pull` reads). */
+  async getDraftYAML(key: string, revision: number): Promise<string> {
+    const res = await this.raw(ROUTES.getDraft, { key }, query({ format: 'yaml', revision }), { Accept: 'application/yaml' });
+    return res.text();
+  }
+
+  /** Saves a YAML graph document as the next draft (409 REVISION_CONFLICT when expectedRevision is stale). */
+  async saveDraftYAML(key: string, expectedRevision: number, yaml: string): Promise<{ key: string; draftRevision: number }> {
+    const res = await this.raw(ROUTES.saveDraft, { key }, query({ expectedRevision }), { 'Content-Type': 'application/yaml' }, yaml);
+    return (await res.json()) as { key: string; draftRevision: number };
+  }
+
+  private async raw(route: Route, params: Record<string, string | number>, q: string, headers: Record<string, string>, body?: string): Promise<Response> {
+    let res: Response;
+    try {
+      res = await this.fetchImpl(this.base + buildPath(route.path, params) + q, { method: route.method, headers: this.headers(headers), body });
+    } catch (err) {
+      throw new ApiError(0, 'NETWORK', `the API could not be reached: ${(err as Error).message}`);
+    }
+    if (!res.ok) throw await errorFrom(res);
+    return res;
   }
 
   dryRun(key: string, draftRevision?: number): Promise<DryRun & { key: string; draftRevision: number }> {

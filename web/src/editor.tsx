@@ -95,7 +95,7 @@ export function EditorPage({ workflowKey }: { workflowKey: string }) {
 }
 
 type Verdict = { source: 'check' | 'dry-run'; draftRevision?: number; result: DryRun };
-type Panel = 'inspector' | 'issues' | 'dryrun' | 'simulate' | 'publish' | 'json';
+type Panel = 'inspector' | 'issues' | 'dryrun' | 'simulate' | 'publish' | 'json' | 'yaml';
 
 function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
   const { client, navigate } = useSession();
@@ -412,7 +412,7 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
         </div>
         <aside className="editor-side">
           <div className="tabs" role="tablist">
-            {(['inspector', 'issues', 'dryrun', 'simulate', 'publish', 'json'] as Panel[]).map((p) => (
+            {(['inspector', 'issues', 'dryrun', 'simulate', 'publish', 'json', 'yaml'] as Panel[]).map((p) => (
               <button key={p} type="button" role="tab" aria-selected={panel === p} className={`tab${panel === p ? ' active' : ''}`} onClick={() => setPanel(p)} data-testid={`tab-${p}`}>
                 {PANEL_LABEL[p]}
                 {p === 'issues' && issues.length > 0 && <span className="badge issue-count">{issues.length}</span>}
@@ -451,6 +451,7 @@ function Editor({ init, onReload }: { init: EditorData; onReload(): void }) {
           {panel === 'simulate' && <SimulatePanel workflowKey={key} doc={doc} dirty={dirty} revision={saved.revision} onRun={(id) => navigate({ name: 'run', runId: id })} />}
           {panel === 'publish' && <PublishPanel w={init.w} doc={doc} dirty={dirty} revision={saved.revision} verdict={verdict} catalog={init.catalog} onRun={(id) => navigate({ name: 'run', runId: id })} />}
           {panel === 'json' && <JsonPanel doc={doc} onApply={setDoc} />}
+          {panel === 'yaml' && <YamlPanel workflowKey={key} revision={saved.revision} dirty={dirty} onSaved={onReload} />}
         </aside>
       </div>
     </div>
@@ -464,6 +465,7 @@ const PANEL_LABEL: Record<Panel, string> = {
   simulate: 'Simulate',
   publish: 'Publish',
   json: 'JSON',
+  yaml: 'YAML',
 };
 
 interface EditNodeData extends Record<string, unknown> {
@@ -1231,6 +1233,46 @@ function JsonPanel({ doc, onApply }: { doc: Graph; onApply(g: Graph): void }) {
       >
         Apply
       </button>
+    </div>
+  );
+}
+
+/**
+ * The saved draft as the server's YAML export writes it (what `weft pull`
+ * reads). Saving it sends the YAML itself as the next draft; the editor
+ * then reloads, so the canvas shows what the server read.
+ */
+function YamlPanel({ workflowKey, revision, dirty, onSaved }: { workflowKey: string; revision: number; dirty: boolean; onSaved(): void }) {
+  const { client } = useSession();
+  const [load] = useLoad(() => client.getDraftYAML(workflowKey, revision), [workflowKey, revision]);
+  const [text, setText] = useState<string | null>(null);
+  const [err, setErr] = useState<string | null>(null);
+  return (
+    <div className="panel" data-testid="yaml-panel">
+      <div className="panel-sub">Draft r{revision} as the server exports it (what <code>weft pull</code> reads). Saving it makes the next draft.</div>
+      {dirty && <div className="error-inline">The canvas has unsaved changes: save them to see them here.</div>}
+      <Loaded load={load} what="the YAML">
+        {(yaml: string) => (
+          <>
+            <textarea rows={24} className="json-text" spellCheck={false} value={text ?? yaml} onChange={(e) => setText(e.target.value)} data-testid="yaml-text" />
+            {err && <div className="error-box" data-testid="yaml-error">{err}</div>}
+            <button
+              type="button"
+              className="btn"
+              disabled={dirty || text === null || text === yaml}
+              data-testid="yaml-save"
+              onClick={() =>
+                client.saveDraftYAML(workflowKey, revision, text ?? yaml).then(onSaved, (e: unknown) => {
+                  const a = asApiError(e);
+                  setErr(`${a.code}: ${a.message}`);
+                })
+              }
+            >
+              Save YAML as draft r{revision + 1}
+            </button>
+          </>
+        )}
+      </Loaded>
     </div>
   );
 }
