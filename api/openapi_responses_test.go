@@ -282,6 +282,18 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		contentType: "application/yaml", body: sleepyGraph})
 	dry := c.expect(200, call{method: "POST", path: "/v1/workflows/notes/dry-run", token: tok}).json(t)
 	require.Equal(t, []any{}, dry["warnings"])
+	// The editor's routes: the layout beside the draft, the check of an unsaved graph.
+	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/layout", token: tok})
+	c.expect(200, call{method: "PUT", path: "/v1/workflows/notes/layout", token: tok,
+		body: map[string]any{"positions": map[string]any{"in": map[string]any{"x": 1, "y": 2}}}})
+	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/layout", token: tok})
+	c.expect(400, call{method: "PUT", path: "/v1/workflows/notes/layout", token: tok,
+		body: map[string]any{"positions": map[string]any{"": map[string]any{"x": 1, "y": 2}}}})
+	c.expect(404, call{method: "GET", path: "/v1/workflows/missing/layout", token: tok})
+	checked := c.expect(200, call{method: "POST", path: "/v1/graphs/check", token: tok,
+		body: map[string]any{"graph": json.RawMessage(brokenGraph)}}).json(t)
+	require.Equal(t, false, checked["valid"])
+	c.expect(400, call{method: "POST", path: "/v1/graphs/check", token: tok, body: map[string]any{}, malformed: true})
 	// Toolsets: a new one needs a one-line summary.
 	toolsetGraph := func(ts string) json.RawMessage {
 		return json.RawMessage(`{"schemaVersion": 1, "toolsets": {"ops": ` + ts + `},

@@ -105,6 +105,7 @@ func New(d Deps) (*echo.Echo, error) {
 	s.registerRevocationRoutes(v1)
 	s.registerLimitsRoutes(v1)
 	s.registerApprovalRoutes(v1)
+	s.registerEditorRoutes(v1)
 	s.registerOpenAPIRoute(v1)
 	s.routes = newRouteTable(e.Routes())
 	return e, nil

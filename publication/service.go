@@ -102,6 +102,13 @@ func (s *Service) DryRun(ctx context.Context, tenant string, scopes []string, ke
 	return out, nil
 }
 
+// Check is DryRun for a document that is not saved (the canvas editor asks
+// it before it draws an edge or saves): what publication would decide for
+// doc, as a principal holding scopes would publish it. It stores nothing.
+func (s *Service) Check(ctx context.Context, tenant string, scopes []string, doc *graph.Document) (graph.DryRunResult, error) {
+	return s.resolver.ForScopes(scopes).DryRun(ctx, tenant, doc)
+}
+
 // Request asks to publish a draft.
 type Request struct {
 	Tenant string

@@ -6,7 +6,13 @@
 
 import { SSEParser } from './sse';
 import type {
+  ActionInfo,
+  AgentInfo,
+  DryRun,
+  Graph,
+  Layout,
   Page,
+  Variable,
   RevisionDetail,
   Run,
   RunEvent,
@@ -15,7 +21,7 @@ import type {
 } from './types';
 
 export interface Route {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'PUT';
   /** OpenAPI path template, e.g. /v1/runs/{id}. */
   path: string;
 }
@@ -29,6 +35,18 @@ export const ROUTES = {
   cancelRun: { method: 'POST', path: '/v1/runs/{id}/cancel' },
   decideApproval: { method: 'POST', path: '/v1/runs/{id}/approvals/{nodeId}' },
   streamRunEvents: { method: 'GET', path: '/v1/runs/{id}/events/stream' },
+  createWorkflow: { method: 'POST', path: '/v1/workflows' },
+  saveDraft: { method: 'PUT', path: '/v1/workflows/{key}/draft' },
+  getDraft: { method: 'GET', path: '/v1/workflows/{key}/draft' },
+  dryRun: { method: 'POST', path: '/v1/workflows/{key}/dry-run' },
+  checkGraph: { method: 'POST', path: '/v1/graphs/check' },
+  publish: { method: 'POST', path: '/v1/workflows/{key}/publish' },
+  getLayout: { method: 'GET', path: '/v1/workflows/{key}/layout' },
+  setLayout: { method: 'PUT', path: '/v1/workflows/{key}/layout' },
+  listActions: { method: 'GET', path: '/v1/actions' },
+  listAgents: { method: 'GET', path: '/v1/agents' },
+  listVariables: { method: 'GET', path: '/v1/variables' },
+  enqueueRun: { method: 'POST', path: '/v1/workflows/{key}/runs' },
 } as const satisfies Record<string, Route>;
 
 /** An error answer of the API, or a failure to reach it (status 0). */
@@ -128,8 +146,8 @@ export class Client {
     try {
       res = await this.fetchImpl(this.base + buildPath(route.path, params) + q, {
         method: route.method,
-        headers: this.headers(route.method === 'POST' ? { 'Content-Type': 'application/json' } : {}),
-        body: route.method === 'POST' ? JSON.stringify(body) : undefined,
+        headers: this.headers(route.method !== 'GET' ? { 'Content-Type': 'application/json' } : {}),
+        body: route.method !== 'GET' ? JSON.stringify(body) : undefined,
       });
     } catch (err) {
       throw new ApiError(0, 'NETWORK', `the API could not be reached: ${(err as Error).message}`);
@@ -169,6 +187,82 @@ export class Client {
   /** Approves or rejects what node nodeId of run id waits for, as the signed-in user. */
   decideApproval(id: string, nodeId: string, decision: 'approve' | 'reject', comment?: string): Promise<{ status: string }> {
     return this.call(ROUTES.decideApproval, { id, nodeId }, '', comment ? { decision, comment } : { decision });
+  }
+
+  createWorkflow(key: string, graph: Graph): Promise<{ key: string; draftRevision: number }> {
+    return this.call(ROUTES.createWorkflow, {}, '', { key, graph });
+  }
+
+  /** Saves graph as the next draft; 409 REVISION_CONFLICT when expectedRevision is not the latest. */
+  saveDraft(key: string, expectedRevision: number, graph: Graph): Promise<{ key: string; draftRevision: number }> {
+    return this.call(ROUTES.saveDraft, { key }, '', { expectedRevision, graph });
+  }
+
+  /** Draft revision of key as the server's YAML export writes it (what `weft pull` reads). */
+  async getDraftYAML(key: string, revision: number): Promise<string> {
+    const res = await this.raw(ROUTES.getDraft, { key }, query({ format: 'yaml', revision }), { Accept: 'application/yaml' });
+    return res.text();
+  }
+
+  /** Saves a YAML graph document as the next draft (409 REVISION_CONFLICT when expectedRevision is stale). */
+  async saveDraftYAML(key: string, expectedRevision: number, yaml: string): Promise<{ key: string; draftRevision: number }> {
+    const res = await this.raw(ROUTES.saveDraft, { key }, query({ expectedRevision }), { 'Content-Type': 'application/yaml' }, yaml);
+    return (await res.json()) as { key: string; draftRevision: number };
+  }
+
+  private async raw(route: Route, params: Record<string, string | number>, q: string, headers: Record<string, string>, body?: string): Promise<Response> {
+    let res: Response;
+    try {
+      res = await this.fetchImpl(this.base + buildPath(route.path, params) + q, { method: route.method, headers: this.headers(headers), body });
+    } catch (err) {
+      throw new ApiError(0, 'NETWORK', `the API could not be reached: ${(err as Error).message}`);
+    }
+    if (!res.ok) throw await errorFrom(res);
+    return res;
+  }
+
+  dryRun(key: string, draftRevision?: number): Promise<DryRun & { key: string; draftRevision: number }> {
+    return this.call(ROUTES.dryRun, { key }, '', draftRevision ? { draftRevision } : {});
+  }
+
+  /** The dry-run of an unsaved graph, with the caller's scopes. */
+  checkGraph(graph: Graph): Promise<DryRun> {
+    return this.call(ROUTES.checkGraph, {}, '', { graph });
+  }
+
+  publish(key: string, expectedRevision: number): Promise<{ key: string; revision: number; checksum: string; draftRevision: number }> {
+    return this.call(ROUTES.publish, { key }, '', { expectedRevision });
+  }
+
+  getLayout(key: string): Promise<Layout> {
+    return this.call(ROUTES.getLayout, { key });
+  }
+
+  setLayout(key: string, positions: Layout['positions']): Promise<Layout> {
+    return this.call(ROUTES.setLayout, { key }, '', { positions });
+  }
+
+  async listActions(): Promise<ActionInfo[]> {
+    return (await this.call<{ actions: ActionInfo[] }>(ROUTES.listActions)).actions;
+  }
+
+  async listAgents(): Promise<AgentInfo[]> {
+    const out: AgentInfo[] = [];
+    let cursor: string | null = null;
+    do {
+      const b: { agents: AgentInfo[]; nextCursor: string | null } = await this.call(ROUTES.listAgents, {}, query({ cursor, limit: 200 }));
+      out.push(...b.agents);
+      cursor = b.nextCursor;
+    } while (cursor);
+    return out;
+  }
+
+  async listVariables(): Promise<Variable[]> {
+    return (await this.call<{ variables: Variable[] }>(ROUTES.listVariables)).variables;
+  }
+
+  enqueueRun(key: string, body: Record<string, unknown>): Promise<{ runId: string; status: string }> {
+    return this.call(ROUTES.enqueueRun, { key }, '', body);
   }
 
   /**

@@ -5,6 +5,7 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { Client } from './api';
 import { adoptFragmentToken, clearToken, readClaims, readToken, storeToken } from './auth';
+import { EditorPage, NewWorkflowPage } from './editor';
 import { RevisionPage, RunsPage, WorkflowPage, WorkflowsPage } from './pages';
 import { parseRoute, routePath, type Route } from './router';
 import { RunPage } from './runpage';
@@ -78,7 +79,7 @@ export function App() {
             weft
           </Link>
           <nav>
-            <Link to={{ name: 'workflows' }} className={route.name === 'workflows' || route.name === 'workflow' || route.name === 'revision' ? 'active' : ''}>
+            <Link to={{ name: 'workflows' }} className={route.name === 'workflows' || route.name === 'workflow' || route.name === 'revision' || route.name === 'edit' || route.name === 'new' ? 'active' : ''}>
               Workflows
             </Link>
             <Link to={{ name: 'runs', filter: {} }} className={route.name === 'runs' || route.name === 'run' ? 'active' : ''}>
@@ -116,6 +117,10 @@ function View({ route }: { route: Route }) {
       return <WorkflowsPage />;
     case 'workflow':
       return <WorkflowPage workflowKey={route.key} />;
+    case 'edit':
+      return <EditorPage workflowKey={route.key} />;
+    case 'new':
+      return <NewWorkflowPage />;
     case 'revision':
       return <RevisionPage workflowKey={route.key} revision={route.revision} />;
     case 'runs':

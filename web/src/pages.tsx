@@ -31,6 +31,9 @@ export function WorkflowsPage() {
     <div className="page">
       <div className="page-head">
         <h1>Workflows</h1>
+        <Link className="btn btn-primary" to={{ name: 'new' }}>
+          New workflow
+        </Link>
       </div>
       <Loaded load={load} what="workflows" retry={reload}>
         {(page: Page<WorkflowSummary>) =>
@@ -187,9 +190,14 @@ export function WorkflowPage({ workflowKey }: { workflowKey: string }) {
                   {w.limits && <LimitsFacts limits={w.limits} />}
                 </div>
               </div>
-              <Link className="btn" to={{ name: 'runs', filter: { workflowKey: w.key } }}>
-                Runs of {w.key}
-              </Link>
+              <div className="editor-actions">
+                <Link className="btn btn-primary" to={{ name: 'edit', key: w.key }}>
+                  Edit draft
+                </Link>
+                <Link className="btn" to={{ name: 'runs', filter: { workflowKey: w.key } }}>
+                  Runs of {w.key}
+                </Link>
+              </div>
             </div>
             {w.publishedRevision && w.publishedRevision > 1 && (
               <div className="revisions">

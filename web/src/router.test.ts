@@ -7,6 +7,8 @@ describe('routes', () => {
       ['/ui/workflows', { name: 'workflows' }],
       ['/ui/workflows/quickstart', { name: 'workflow', key: 'quickstart' }],
       ['/ui/workflows/quickstart/revisions/3', { name: 'revision', key: 'quickstart', revision: 3 }],
+      ['/ui/workflows/quickstart/edit', { name: 'edit', key: 'quickstart' }],
+      ['/ui/new', { name: 'new' }],
       ['/ui/runs', { name: 'runs', filter: {} }],
       ['/ui/runs/2fb67755-be03-49b6-8cf8-065d1999b931', { name: 'run', runId: '2fb67755-be03-49b6-8cf8-065d1999b931' }],
     ];

@@ -7,6 +7,8 @@ export const BASE = '/ui';
 export type Route =
   | { name: 'workflows' }
   | { name: 'workflow'; key: string }
+  | { name: 'edit'; key: string }
+  | { name: 'new' }
   | { name: 'revision'; key: string; revision: number }
   | { name: 'runs'; filter: { workflowKey?: string; status?: string; mode?: string } }
   | { name: 'run'; runId: string }
@@ -23,9 +25,11 @@ export function parseRoute(pathname: string, search = ''): Route {
     }
   });
   if (seg.length === 0) return { name: 'workflows' };
+  if (seg.length === 1 && seg[0] === 'new') return { name: 'new' };
   if (seg[0] === 'workflows') {
     if (seg.length === 1) return { name: 'workflows' };
     if (seg.length === 2) return { name: 'workflow', key: seg[1] };
+    if (seg.length === 3 && seg[2] === 'edit') return { name: 'edit', key: seg[1] };
     if (seg.length === 4 && seg[2] === 'revisions' && /^[1-9]\d*$/.test(seg[3])) {
       return { name: 'revision', key: seg[1], revision: Number(seg[3]) };
     }
@@ -54,6 +58,10 @@ export function routePath(r: Route): string {
       return `${BASE}/workflows/${e(r.key)}`;
     case 'revision':
       return `${BASE}/workflows/${e(r.key)}/revisions/${r.revision}`;
+    case 'edit':
+      return `${BASE}/workflows/${e(r.key)}/edit`;
+    case 'new':
+      return `${BASE}/new`;
     case 'runs': {
       const q = new URLSearchParams();
       for (const [k, v] of Object.entries(r.filter)) if (v) q.set(k, v);

@@ -220,3 +220,63 @@ export interface Page<T> {
 export interface ApiErrorBody {
   error: { code: string; message: string; details?: Record<string, unknown> };
 }
+
+/** One issue of a dry-run or check, at a JSON pointer into the document. */
+export interface GraphIssue {
+  code: string;
+  path: string;
+  message: string;
+}
+
+/** The dry-run's verdict (POST /v1/workflows/{key}/dry-run, POST /v1/graphs/check). */
+export interface DryRun {
+  valid: boolean;
+  issues: GraphIssue[];
+  warnings?: GraphIssue[];
+  order: string[];
+  references: { actions: { id: string; version: number }[]; agents: { key: string; revision: number }[] };
+  permissions: string[];
+  checksum: string;
+  limits: Record<string, number>;
+  estimatedHistoryEvents: number;
+}
+
+/** Where the editor drew a workflow's nodes (GET /v1/workflows/{key}/layout). */
+export interface Layout {
+  key: string;
+  positions: Record<string, { x: number; y: number }>;
+  updatedBy: string | null;
+  updatedAt: string | null;
+}
+
+/** An action contract of GET /v1/actions. */
+export interface ActionInfo {
+  id: string;
+  version: number;
+  risk: string;
+  description?: string;
+  inputSchema?: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+  requiredPermissions?: string[];
+  timeoutMs?: number;
+}
+
+/** An agent of GET /v1/agents. */
+export interface AgentInfo {
+  key: string;
+  archived?: boolean;
+  latestRevision?: number;
+  revision?: number;
+  [k: string]: unknown;
+}
+
+/** A variable definition of GET /v1/variables. */
+export interface Variable {
+  key: string;
+  label: string;
+  kind: string;
+  scope?: string;
+  requiredBindings?: string[];
+  sample?: string;
+  description?: string;
+}
