@@ -2,15 +2,12 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/failure"
-	"github.com/weftworks/weft/jsonstrict"
 	"github.com/weftworks/weft/store"
 )
 
@@ -77,7 +74,7 @@ func (s *Server) putLayout(c echo.Context) error {
 		return err
 	}
 	var body putLayoutRequest
-	if err := decodeStrictBody(c, maxLayoutBody, &body); err != nil {
+	if err := decodeBody(c, maxLayoutBody, &body); err != nil {
 		return err
 	}
 	p := principal(c)
@@ -88,33 +85,9 @@ func (s *Server) putLayout(c echo.Context) error {
 	return c.JSON(http.StatusOK, toLayoutBody(l))
 }
 
-// decodeStrictBody reads a JSON body of at most limit bytes into v with
-// jsonstrict: malformed JSON is INVALID_JSON; an unknown, repeated or
-// case-folded member, a wrong type or a missing required member is
-// INVALID_REQUEST with details.field naming the outermost member.
-func decodeStrictBody(c echo.Context, limit int, v any) error {
-	if err := requireJSONContentType(c); err != nil {
-		return err
-	}
-	data, err := readRequestBody(c, limit)
-	if err != nil {
-		return err
-	}
-	if err := jsonstrict.Decode(data, v, jsonstrict.Options{}); err != nil {
-		var se *jsonstrict.Error
-		if !errors.As(err, &se) {
-			return err
-		}
-		if se.Syntax {
-			return failure.New(failure.CodeInvalidJSON, "the request body is not valid JSON: %s", se.Message)
-		}
-		fe := failure.New(failure.CodeInvalidRequest, "the request body does not match the expected shape: %s", se.Error())
-		if f := se.Field(); f != "" {
-			fe = fe.WithDetails(map[string]any{"field": f})
-		}
-		return fe
-	}
-	return nil
+// checkGraphRequest is the body of POST /v1/graphs/check.
+type checkGraphRequest struct {
+	Graph json.RawMessage `json:"graph" required:"true"`
 }
 
 // checkGraph handles POST /v1/graphs/check {graph}: the dry-run of an
@@ -124,19 +97,11 @@ func decodeStrictBody(c echo.Context, limit int, v any) error {
 // template variables are unknown or forbidden, before anything is saved.
 func (s *Server) checkGraph(c echo.Context) error {
 	p := principal(c)
-	if _, err := graphBodyFormat(c); err != nil {
+	var body checkGraphRequest
+	if err := decodeBody(c, maxRequestBytes, &body); err != nil {
 		return err
 	}
-	body, err := readRequestBody(c, maxRequestBytes)
-	if err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	f := &envelopeField{Name: "graph", Dst: &raw, Required: true}
-	if err := decodeEnvelope(body, f); err != nil {
-		return err
-	}
-	doc, _, err := decodeGraph(formatJSON, raw)
+	doc, _, err := decodeGraph(formatJSON, body.Graph)
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func ValidateLayout(positions map[string]Position) error {
 		for _, v := range []float64{p.X, p.Y} {
 			if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > MaxLayoutCoordinate {
 				return failure.New(failure.CodeInvalidRequest, "the position of node %q must have x and y within ±%g", id, MaxLayoutCoordinate).
-					WithDetails(map[string]any{"field": "positions/" + id})
+					WithDetails(map[string]any{"field": "positions." + id})
 			}
 		}
 	}
