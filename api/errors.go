@@ -13,6 +13,7 @@ import (
 	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/graphyaml"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
@@ -53,7 +54,7 @@ var statusByCode = map[string]int{
 	CodeTooManyStreams:              http.StatusTooManyRequests,
 	starter.CodeInvalidFixtures:     http.StatusUnprocessableEntity,
 	// YAML graph documents and toolsets (api/yaml.go).
-	graph.CodeInvalidYAML:      http.StatusBadRequest,
+	graphyaml.CodeInvalidYAML:  http.StatusBadRequest,
 	graph.CodeInvalidToolsPath: http.StatusUnprocessableEntity,
 	// Template limits and variable resolution refusals (variables.Registry).
 	graph.CodeLimitExceeded:       http.StatusUnprocessableEntity,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/graphyaml"
 )
 
 // YAML graph documents (SPEC §9). The create and draft routes take the graph
@@ -24,7 +25,7 @@ import (
 //	PUT  /v1/workflows/{key}/draft?expectedRevision=N Content-Type: application/yaml
 //
 // The YAML is converted to the same JSON tree and decoded by the same strict
-// decoder (graph.ParseYAML), and the draft is stored as that JSON, so both
+// decoder (graphyaml.ParseYAML), and the draft is stored as that JSON, so both
 // syntaxes accept exactly the same documents. Toolsets must already be in
 // the document (the CLI captures folders into its toolsets map); the server
 // never reads a path.
@@ -126,7 +127,7 @@ func noQuery(query map[string][]string, name string) error {
 // decodeYAMLGraph decodes a YAML graph; decode errors carry the line and
 // column (decodeGraphFailure puts them in details).
 func decodeYAMLGraph(raw []byte) (*graph.Document, json.RawMessage, error) {
-	y, err := graph.ParseYAML(raw)
+	y, err := graphyaml.ParseYAML(raw)
 	if err != nil {
 		return nil, nil, decodeGraphFailure(err)
 	}
@@ -148,7 +149,7 @@ func (s *Server) refuseUnusableToolsets(ctx context.Context, tenant string, doc,
 //	GET /v1/workflows/{key}/draft[?revision=N]  the latest draft, or draft N
 //	GET /v1/workflows/{key}/revisions/{n}       a published revision's graph
 //
-// The body is the graph document alone (graph.EncodeYAML), which reads back
+// The body is the graph document alone (graphyaml.EncodeYAML), which reads back
 // to the same document and so to the same checksum; what the JSON answer
 // carries around the graph is in headers: Weft-Draft-Revision for a draft;
 // Weft-Revision, Weft-Checksum and Weft-Draft-Revision (the draft it was
@@ -199,7 +200,7 @@ func wantsYAML(c echo.Context) (bool, error) {
 
 // yamlGraph answers a graph document as YAML with its headers.
 func yamlGraph(c echo.Context, raw json.RawMessage, headers map[string]string) error {
-	out, err := graph.EncodeYAML(raw)
+	out, err := graphyaml.EncodeYAML(raw)
 	if err != nil {
 		return fmt.Errorf("yaml export: %w", err) // stored documents always encode: a fault
 	}

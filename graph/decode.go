@@ -27,7 +27,7 @@ type DecodeError struct {
 	// Path is a JSON pointer to the offending value, when one is known.
 	Path string `json:"path,omitempty"`
 	// Line and Column (1-based) locate the problem in the source text when
-	// the decoder knows them (YAML documents: see ParseYAML); 0 otherwise.
+	// the decoder knows them (YAML documents: see graphyaml.ParseYAML); 0 otherwise.
 	Line   int `json:"line,omitempty"`
 	Column int `json:"column,omitempty"`
 }

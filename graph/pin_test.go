@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/graphyaml"
 	"github.com/weftworks/weft/toolsets"
 )
 
@@ -36,7 +37,7 @@ func compileFile(t *testing.T, path string) *graph.Compiled {
 	require.NoError(t, err)
 	var doc *graph.Document
 	if filepath.Ext(path) == ".yaml" {
-		y, err := graph.ParseYAML(data)
+		y, err := graphyaml.ParseYAML(data)
 		require.NoError(t, err)
 		_, issues := toolsets.Capture(y.Document, y.JSON, filepath.Dir(path))
 		require.Empty(t, issues)

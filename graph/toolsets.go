@@ -71,7 +71,7 @@ func isToolsPath(pointer string) bool {
 // level and on nodes. A decoded Document cannot tell `"tools": ""` from an
 // omitted selection, and an empty path must be refused rather than read as
 // "no toolset". raw must already have passed Decode (or be the JSON form of
-// ParseYAML); anything else yields no issue.
+// graphyaml.ParseYAML); anything else yields no issue.
 func EmptyToolsIssues(raw json.RawMessage) []Issue {
 	var shape struct {
 		Tools *string `json:"tools"`

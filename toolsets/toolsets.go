@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/graphyaml"
 )
 
 // The two files of a toolset folder.
@@ -185,7 +186,7 @@ type manifest struct {
 // approval policies), its summary and its approval timeout.
 func parseManifest(path string, data []byte) (manifest, error) {
 	var m manifest
-	raw, pos, err := graph.YAMLToJSON(data)
+	raw, pos, err := graphyaml.YAMLToJSON(data)
 	if err != nil {
 		var de *graph.DecodeError
 		if errors.As(err, &de) && de.Line > 0 {
@@ -314,7 +315,7 @@ type Captured struct {
 // made unique in document order (report, report-2, ...), so the same files
 // always produce the same document.
 //
-// raw is the document's JSON form (for YAML, graph.YAMLDocument.JSON): a
+// raw is the document's JSON form (for YAML, graphyaml.YAMLDocument.JSON): a
 // decoded Document cannot tell an empty tools: "" from an omitted one, and
 // an empty path is refused, never read as "no toolset".
 //

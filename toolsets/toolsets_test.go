@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/graphyaml"
 )
 
 // sum is a valid toolset.yaml summary line.
@@ -196,9 +197,9 @@ edges:
   - {from: report.out, to: out.in}
 `
 
-func parse(t *testing.T, src string) *graph.YAMLDocument {
+func parse(t *testing.T, src string) *graphyaml.YAMLDocument {
 	t.Helper()
-	y, err := graph.ParseYAML([]byte(src))
+	y, err := graphyaml.ParseYAML([]byte(src))
 	require.NoError(t, err)
 	return y
 }

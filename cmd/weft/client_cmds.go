@@ -14,6 +14,7 @@ import (
 	"github.com/weftworks/weft/client"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/graphyaml"
 	"github.com/weftworks/weft/toolsets"
 )
 
@@ -82,7 +83,7 @@ type source struct {
 	path      string
 	format    string // "yaml" or "json"
 	doc       *graph.Document
-	positions graph.Positions
+	positions graphyaml.Positions
 	captured  []toolsets.Captured
 }
 
@@ -104,7 +105,7 @@ func loadSource(path string) (*source, []graph.Issue, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":
 		s.format = "yaml"
-		y, err := graph.ParseYAML(data)
+		y, err := graphyaml.ParseYAML(data)
 		if err != nil {
 			return nil, nil, s.decodeError(err)
 		}
@@ -113,15 +114,15 @@ func loadSource(path string) (*source, []graph.Issue, error) {
 		s.format = "json"
 		doc, err := graph.Decode(data)
 		if err != nil {
-			s.positions = graph.PositionsOf(data)
+			s.positions = graphyaml.PositionsOf(data)
 			return nil, nil, s.decodeError(err)
 		}
-		s.doc, raw, s.positions = doc, json.RawMessage(data), graph.PositionsOf(data)
+		s.doc, raw, s.positions = doc, json.RawMessage(data), graphyaml.PositionsOf(data)
 	default:
 		return nil, nil, fmt.Errorf("%s: unknown file type %q; workflow files end in .yaml, .yml or .json", path, filepath.Ext(path))
 	}
 	if s.positions == nil {
-		s.positions = graph.Positions{}
+		s.positions = graphyaml.Positions{}
 	}
 	captured, issues := toolsets.Capture(s.doc, raw, filepath.Dir(abs))
 	s.captured = captured

@@ -1,4 +1,4 @@
-package graph
+package graphyaml
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/weftworks/weft/graph"
 )
 
 // exampleYAML is testdata/example.json (the SPEC §2 example) written as
@@ -59,17 +60,17 @@ func TestYAMLDecodesLikeJSON(t *testing.T) {
 	requireSameDocument(t, exampleDoc(t), y.Document)
 
 	// The JSON form decodes to the same document and keeps the source order.
-	again, err := Decode(y.JSON)
+	again, err := graph.Decode(y.JSON)
 	require.NoError(t, err)
 	requireSameDocument(t, y.Document, again)
 	require.True(t, strings.HasPrefix(string(y.JSON), `{"schemaVersion":1,"edges":[{"from":"in.out"`), "%s", y.JSON)
 
-	// The same graph has the same checksum in either syntax.
-	fromJSON, issues := Compile(exampleDoc(t), testCatalog())
-	require.Empty(t, issues)
-	fromYAML, issues := Compile(y.Document, testCatalog())
-	require.Empty(t, issues)
-	require.Equal(t, fromJSON.Checksum, fromYAML.Checksum)
+	// The same graph.graph has the same checksum in either syntax.
+	fromJSON, err := graph.Canonical(exampleDoc(t))
+	require.NoError(t, err)
+	fromYAML, err := graph.Canonical(y.Document)
+	require.NoError(t, err)
+	require.Equal(t, string(fromJSON), string(fromYAML))
 }
 
 func TestYAMLJSONIsYAML(t *testing.T) {
@@ -80,8 +81,8 @@ func TestYAMLJSONIsYAML(t *testing.T) {
 }
 
 // requireSameDocument compares documents as JSON (raw values such as
-// schemas keep their source spacing in a Document).
-func requireSameDocument(t *testing.T, want, got *Document) {
+// schemas keep their source spacing in a graph.Document).
+func requireSameDocument(t *testing.T, want, got *graph.Document) {
 	t.Helper()
 	a, err := json.Marshal(want)
 	require.NoError(t, err)
@@ -137,36 +138,36 @@ func TestYAMLDecodeErrorsCarryPositions(t *testing.T) {
 		name, src, code, path string
 		line, col             int
 	}{
-		{"unknown field", "schemaVersion: 1\nnodes:\n  - id: a\n    kind: input\n    shell: rm -rf\nedges: []\n", CodeInvalidDocument, "/nodes/0/shell", 5, 5},
-		{"wrong type", "schemaVersion: 1\nnodes:\n  - id: a\n    kind: action\n    timeoutMs: soon\nedges: []\n", CodeInvalidDocument, "/nodes/0/timeoutMs", 5, 5},
-		{"fractional int", "schemaVersion: 1\nnodes:\n  - id: a\n    timeoutMs: 1.5\nedges: []\n", CodeInvalidDocument, "/nodes/0/timeoutMs", 4, 5},
-		{"string where list", "schemaVersion: 1\nnodes: none\nedges: []\n", CodeInvalidDocument, "/nodes", 2, 1},
-		{"null value", "schemaVersion: 1\nnodes:\nedges: []\n", CodeInvalidDocument, "/nodes", 2, 1},
-		{"schemaVersion 2", "schemaVersion: 2\nnodes: []\nedges: []\n", CodeInvalidDocument, "/schemaVersion", 1, 1},
+		{"unknown field", "schemaVersion: 1\nnodes:\n  - id: a\n    kind: input\n    shell: rm -rf\nedges: []\n", graph.CodeInvalidDocument, "/nodes/0/shell", 5, 5},
+		{"wrong type", "schemaVersion: 1\nnodes:\n  - id: a\n    kind: action\n    timeoutMs: soon\nedges: []\n", graph.CodeInvalidDocument, "/nodes/0/timeoutMs", 5, 5},
+		{"fractional int", "schemaVersion: 1\nnodes:\n  - id: a\n    timeoutMs: 1.5\nedges: []\n", graph.CodeInvalidDocument, "/nodes/0/timeoutMs", 4, 5},
+		{"string where list", "schemaVersion: 1\nnodes: none\nedges: []\n", graph.CodeInvalidDocument, "/nodes", 2, 1},
+		{"null value", "schemaVersion: 1\nnodes:\nedges: []\n", graph.CodeInvalidDocument, "/nodes", 2, 1},
+		{"schemaVersion 2", "schemaVersion: 2\nnodes: []\nedges: []\n", graph.CodeInvalidDocument, "/schemaVersion", 1, 1},
 		{"duplicate key", "schemaVersion: 1\nnodes: []\nnodes: []\n", CodeInvalidYAML, "", 3, 1},
 		{"duplicate quoted key", "schemaVersion: 1\nnodes: []\n\"nodes\": []\n", CodeInvalidYAML, "", 3, 1},
 		{"syntax", "schemaVersion: 1\nnodes: [\n", CodeInvalidYAML, "", 2, 8},
 		{"bad indentation", "schemaVersion: 1\nnodes:\n  - id: a\n   kind: input\n", CodeInvalidYAML, "", 4, 0},
 		{"two documents", "schemaVersion: 1\n---\nschemaVersion: 1\n", CodeInvalidYAML, "", 2, 1},
-		{"anchor", "schemaVersion: 1\nschemas:\n  A: &a {type: object}\n  B: *a\n", CodeInvalidDocument, "/schemas/A", 3, 6},
-		{"merge key", "schemaVersion: 1\nschemas:\n  A:\n    <<: {type: object}\n", CodeInvalidDocument, "/schemas/A", 4, 5},
-		{"tag", "schemaVersion: 1\ntools: !!str 12\n", CodeInvalidDocument, "/tools", 2, 8},
-		{"non-string key", "schemaVersion: 1\nschemas:\n  1: {type: object}\n", CodeInvalidDocument, "/schemas", 3, 3},
-		{"explicit key", "schemaVersion: 1\n? nodes\n: []\n", CodeInvalidDocument, "", 2, 1},
-		{"leading zero", "schemaVersion: 1\nnodes:\n  - id: a\n    timeoutMs: 017\n", CodeInvalidDocument, "/nodes/0/timeoutMs", 4, 16},
-		{"infinity", "schemaVersion: 1\nschemas:\n  A: {maximum: .inf}\n", CodeInvalidDocument, "/schemas/A/maximum", 3, 16},
-		{"number out of range", "schemaVersion: 1\nschemas:\n  A: {maximum: 1e999999}\n", CodeInvalidDocument, "/schemas/A/maximum", 3, 7},
-		{"not a mapping", "- a\n- b\n", CodeInvalidDocument, "", 1, 1},
-		{"scalar document", "hello\n", CodeInvalidDocument, "", 1, 1},
-		{"empty", "", CodeInvalidDocument, "", 1, 1},
-		{"comments only", "# nothing\n", CodeInvalidDocument, "", 1, 1},
+		{"anchor", "schemaVersion: 1\nschemas:\n  A: &a {type: object}\n  B: *a\n", graph.CodeInvalidDocument, "/schemas/A", 3, 6},
+		{"merge key", "schemaVersion: 1\nschemas:\n  A:\n    <<: {type: object}\n", graph.CodeInvalidDocument, "/schemas/A", 4, 5},
+		{"tag", "schemaVersion: 1\ntools: !!str 12\n", graph.CodeInvalidDocument, "/tools", 2, 8},
+		{"non-string key", "schemaVersion: 1\nschemas:\n  1: {type: object}\n", graph.CodeInvalidDocument, "/schemas", 3, 3},
+		{"explicit key", "schemaVersion: 1\n? nodes\n: []\n", graph.CodeInvalidDocument, "", 2, 1},
+		{"leading zero", "schemaVersion: 1\nnodes:\n  - id: a\n    timeoutMs: 017\n", graph.CodeInvalidDocument, "/nodes/0/timeoutMs", 4, 16},
+		{"infinity", "schemaVersion: 1\nschemas:\n  A: {maximum: .inf}\n", graph.CodeInvalidDocument, "/schemas/A/maximum", 3, 16},
+		{"number out of range", "schemaVersion: 1\nschemas:\n  A: {maximum: 1e999999}\n", graph.CodeInvalidDocument, "/schemas/A/maximum", 3, 7},
+		{"not a mapping", "- a\n- b\n", graph.CodeInvalidDocument, "", 1, 1},
+		{"scalar document", "hello\n", graph.CodeInvalidDocument, "", 1, 1},
+		{"empty", "", graph.CodeInvalidDocument, "", 1, 1},
+		{"comments only", "# nothing\n", graph.CodeInvalidDocument, "", 1, 1},
 		{"lone surrogate", "schemaVersion: 1\ntools: \"\\ud800\"\n", CodeInvalidYAML, "", 2, 9},
 		{"invalid utf8", "schemaVersion: 1\ntools: \xff\n", CodeInvalidYAML, "", 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseYAML([]byte(tc.src))
-			var de *DecodeError
+			var de *graph.DecodeError
 			require.True(t, errors.As(err, &de), "err = %v", err)
 			require.Equal(t, tc.code, de.Code, "%v", de)
 			require.Equal(t, tc.path, de.Path, "%v", de)
@@ -184,36 +185,36 @@ func TestYAMLDecodeErrorsCarryPositions(t *testing.T) {
 }
 
 func TestYAMLSizeLimits(t *testing.T) {
-	_, err := DecodeYAML([]byte("schemaVersion: 1\ntools: " + strings.Repeat("a", DefaultLimits.MaxDocumentBytes) + "\n"))
-	var de *DecodeError
+	_, err := DecodeYAML([]byte("schemaVersion: 1\ntools: " + strings.Repeat("a", graph.DefaultLimits.MaxDocumentBytes) + "\n"))
+	var de *graph.DecodeError
 	require.ErrorAs(t, err, &de)
-	require.Equal(t, CodeDocumentTooLarge, de.Code)
+	require.Equal(t, graph.CodeDocumentTooLarge, de.Code)
 
 	// Under the limit as YAML, over it as JSON: every quote-worthy
 	// character doubles in JSON.
-	big := "schemaVersion: 1\ntools: '" + strings.Repeat(`"`, DefaultLimits.MaxDocumentBytes/2+16) + "'\n"
-	require.Less(t, len(big), DefaultLimits.MaxDocumentBytes)
+	big := "schemaVersion: 1\ntools: '" + strings.Repeat(`"`, graph.DefaultLimits.MaxDocumentBytes/2+16) + "'\n"
+	require.Less(t, len(big), graph.DefaultLimits.MaxDocumentBytes)
 	_, err = DecodeYAML([]byte(big))
 	require.ErrorAs(t, err, &de)
-	require.Equal(t, CodeDocumentTooLarge, de.Code)
+	require.Equal(t, graph.CodeDocumentTooLarge, de.Code)
 	require.Contains(t, de.Message, "JSON form")
 }
 
 func TestYAMLDeepNestingIsRefused(t *testing.T) {
 	deep := "schemaVersion: 1\nschemas:\n  A: " + strings.Repeat("[", maxYAMLDepth+10) + strings.Repeat("]", maxYAMLDepth+10) + "\n"
 	_, err := DecodeYAML([]byte(deep))
-	var de *DecodeError
+	var de *graph.DecodeError
 	require.ErrorAs(t, err, &de)
-	require.Equal(t, CodeInvalidDocument, de.Code)
+	require.Equal(t, graph.CodeInvalidDocument, de.Code)
 }
 
 func TestPositionsLocateValidationIssues(t *testing.T) {
 	src := strings.Replace(exampleYAML, "version: 1}", "version: 7}", 1)
 	y, err := ParseYAML([]byte(src))
 	require.NoError(t, err)
-	issues := Validate(y.Document, testCatalog())
+	issues := graph.Validate(y.Document, notesCatalog())
 	require.Len(t, issues, 1)
-	require.Equal(t, CodeMissingDependency, issues[0].Code)
+	require.Equal(t, graph.CodeMissingDependency, issues[0].Code)
 	require.Equal(t, "/nodes/2/action", issues[0].Path)
 	pos, ok := y.Positions.Lookup(issues[0].Path)
 	require.True(t, ok)
@@ -241,7 +242,7 @@ func TestYAMLToJSON(t *testing.T) {
 	require.JSONEq(t, `{"tools":["core.echo@1","core.sleep@1"]}`, string(raw))
 	require.Equal(t, Pos{Line: 3, Column: 5}, pos["/tools/1"])
 	_, _, err = YAMLToJSON([]byte("tools: [\n"))
-	var de *DecodeError
+	var de *graph.DecodeError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, CodeInvalidYAML, de.Code)
 }
@@ -250,7 +251,7 @@ func TestYAMLToJSON(t *testing.T) {
 // it accepts, its JSON form also decodes to.
 func FuzzDecodeYAML(f *testing.F) {
 	f.Add([]byte(exampleYAML))
-	if b, err := os.ReadFile("testdata/example.json"); err == nil {
+	if b, err := os.ReadFile("../graph/testdata/example.json"); err == nil {
 		f.Add(b)
 	}
 	f.Add([]byte("schemaVersion: 1\nnodes: [{id: a, kind: input, outputs: {out: any}}]\nedges: []\ntools: x\n"))
@@ -259,13 +260,13 @@ func FuzzDecodeYAML(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		y, err := ParseYAML(data)
 		if err != nil {
-			var de *DecodeError
+			var de *graph.DecodeError
 			if !errors.As(err, &de) {
 				t.Fatalf("error is not a *DecodeError: %v", err)
 			}
 			return
 		}
-		again, err := Decode(y.JSON)
+		again, err := graph.Decode(y.JSON)
 		if err != nil {
 			t.Fatalf("JSON form does not decode: %v\n%s", err, y.JSON)
 		}

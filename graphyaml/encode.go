@@ -1,4 +1,4 @@
-package graph
+package graphyaml
 
 import (
 	"bytes"
@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/weftworks/weft/graph"
 )
 
 // EncodeYAML writes a JSON graph document (as the API stores a draft or
 // serves a revision's graph) as a YAML document that ParseYAML reads back
 // to the same JSON tree: every member, string and number exactly as given,
-// so the document decodes to the same Document and has the same checksum.
+// so the document decodes to the same graph.Document and has the same checksum.
 //
 // The YAML is block style, for people and diffs: members of the graph's own
 // objects in a fixed order (schemaVersion, tools, schemas, nodes, edges,
@@ -64,7 +66,7 @@ func EncodeYAML(doc json.RawMessage) ([]byte, error) {
 
 // MarshalYAML encodes doc (for example a compiled revision's document) with
 // EncodeYAML.
-func MarshalYAML(doc *Document) ([]byte, error) {
+func MarshalYAML(doc *graph.Document) ([]byte, error) {
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("encode yaml: %w", err)
@@ -152,7 +154,7 @@ type shape int
 
 const (
 	shapeRaw      shape = iota // schema content, literals: source order
-	shapeDocument              // Document
+	shapeDocument              // graph.Document
 	shapeNode                  // Node
 	shapeEdge                  // Edge
 	shapeRef                   // AgentRef, ActionRef

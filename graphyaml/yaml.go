@@ -1,4 +1,4 @@
-package graph
+package graphyaml
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+	"github.com/weftworks/weft/graph"
 )
 
 // CodeInvalidYAML is a YAML document that does not parse (the YAML
@@ -51,7 +52,7 @@ func (p Positions) Lookup(pointer string) (Pos, bool) {
 
 // YAMLDocument is a decoded YAML graph document.
 type YAMLDocument struct {
-	Document *Document
+	Document *graph.Document
 	// JSON is the same document as compact JSON, members in source order:
 	// what the API stores as the draft.
 	JSON json.RawMessage
@@ -60,8 +61,8 @@ type YAMLDocument struct {
 }
 
 // DecodeYAML strictly decodes a YAML graph document. It accepts exactly the
-// documents Decode accepts in JSON (see ParseYAML).
-func DecodeYAML(data []byte) (*Document, error) {
+// documents graph.Decode accepts in JSON (see ParseYAML).
+func DecodeYAML(data []byte) (*graph.Document, error) {
 	y, err := ParseYAML(data)
 	if err != nil {
 		return nil, err
@@ -71,8 +72,8 @@ func DecodeYAML(data []byte) (*Document, error) {
 
 // ParseYAML strictly decodes a YAML graph document and keeps where each
 // value was written. The YAML is converted to a JSON tree which then goes
-// through Decode, so both syntaxes accept exactly the same documents and
-// reject them with the same codes and paths; a *DecodeError additionally
+// through graph.Decode, so both syntaxes accept exactly the same documents and
+// reject them with the same codes and paths; a *graph.DecodeError additionally
 // carries the line and column of the offending value.
 //
 // The YAML subset is JSON's data model, resolved with the YAML 1.2 core
@@ -92,20 +93,20 @@ func ParseYAML(data []byte) (*YAMLDocument, error) {
 	}
 	if _, ok := tree.(*yamlObject); !ok {
 		p := pos[""]
-		return nil, &DecodeError{Code: CodeInvalidDocument, Message: "document must be a YAML mapping", Line: p.Line, Column: p.Column}
+		return nil, &graph.DecodeError{Code: graph.CodeInvalidDocument, Message: "document must be a YAML mapping", Line: p.Line, Column: p.Column}
 	}
 	var buf bytes.Buffer
 	writeJSON(&buf, tree)
 	raw := buf.Bytes()
-	doc, err := Decode(raw)
+	doc, err := graph.Decode(raw)
 	if err != nil {
-		var de *DecodeError
+		var de *graph.DecodeError
 		if !errors.As(err, &de) {
 			return nil, err
 		}
 		out := *de
-		if out.Code == CodeDocumentTooLarge {
-			out.Message = fmt.Sprintf("the document's JSON form is %d bytes; the limit is %d", len(raw), DefaultLimits.MaxDocumentBytes)
+		if out.Code == graph.CodeDocumentTooLarge {
+			out.Message = fmt.Sprintf("the document's JSON form is %d bytes; the limit is %d", len(raw), graph.DefaultLimits.MaxDocumentBytes)
 		}
 		if p, ok := pos.Lookup(out.Path); ok {
 			out.Line, out.Column = p.Line, p.Column
@@ -118,7 +119,7 @@ func ParseYAML(data []byte) (*YAMLDocument, error) {
 // YAMLToJSON converts one YAML document to compact JSON (members in source
 // order) under the rules of ParseYAML, without interpreting it as a graph:
 // for small YAML files with their own shape, such as a toolset folder's
-// toolset.yaml. Errors are *DecodeError with line and column.
+// toolset.yaml. Errors are *graph.DecodeError with line and column.
 func YAMLToJSON(data []byte) (json.RawMessage, Positions, error) {
 	tree, pos, err := yamlTree(data)
 	if err != nil {
@@ -132,9 +133,9 @@ func YAMLToJSON(data []byte) (json.RawMessage, Positions, error) {
 // PositionsOf returns the positions of a JSON (or YAML) document's members
 // and elements, as far as its text parses; nil when it does not. It is for
 // reporting only (for example `weft validate` on a JSON file): decoding is
-// Decode's job.
+// graph.Decode's job.
 func PositionsOf(data []byte) Positions {
-	if len(data) > DefaultLimits.MaxDocumentBytes || !utf8.Valid(data) {
+	if len(data) > graph.DefaultLimits.MaxDocumentBytes || !utf8.Valid(data) {
 		return nil
 	}
 	f, err := parseYAMLFile(data)
@@ -152,12 +153,12 @@ const maxYAMLDepth = 10000
 // yamlTree parses data into a tree of *yamlObject, []any, string, bool, nil
 // and json.Number, recording positions.
 func yamlTree(data []byte) (any, Positions, error) {
-	if len(data) > DefaultLimits.MaxDocumentBytes {
-		return nil, nil, &DecodeError{Code: CodeDocumentTooLarge,
-			Message: fmt.Sprintf("document is %d bytes; the limit is %d", len(data), DefaultLimits.MaxDocumentBytes)}
+	if len(data) > graph.DefaultLimits.MaxDocumentBytes {
+		return nil, nil, &graph.DecodeError{Code: graph.CodeDocumentTooLarge,
+			Message: fmt.Sprintf("document is %d bytes; the limit is %d", len(data), graph.DefaultLimits.MaxDocumentBytes)}
 	}
 	if !utf8.Valid(data) {
-		return nil, nil, &DecodeError{Code: CodeInvalidYAML, Message: "document is not valid UTF-8"}
+		return nil, nil, &graph.DecodeError{Code: CodeInvalidYAML, Message: "document is not valid UTF-8"}
 	}
 	f, err := parseYAMLFile(data)
 	if err != nil {
@@ -165,9 +166,9 @@ func yamlTree(data []byte) (any, Positions, error) {
 	}
 	switch n := len(f.Docs); {
 	case n == 0 || f.Docs[0].Body == nil:
-		return nil, nil, &DecodeError{Code: CodeInvalidDocument, Message: "document is empty", Line: 1, Column: 1}
+		return nil, nil, &graph.DecodeError{Code: graph.CodeInvalidDocument, Message: "document is empty", Line: 1, Column: 1}
 	case n > 1:
-		de := &DecodeError{Code: CodeInvalidYAML, Message: fmt.Sprintf("the text holds %d YAML documents; exactly one is allowed", n)}
+		de := &graph.DecodeError{Code: CodeInvalidYAML, Message: fmt.Sprintf("the text holds %d YAML documents; exactly one is allowed", n)}
 		second := f.Docs[1]
 		if second.Start != nil {
 			setTokenPos(de, second.Start)
@@ -189,14 +190,14 @@ func yamlTree(data []byte) (any, Positions, error) {
 func parseYAMLFile(data []byte) (f *ast.File, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			f, err = nil, &DecodeError{Code: CodeInvalidYAML, Message: "the YAML parser could not read this document"}
+			f, err = nil, &graph.DecodeError{Code: CodeInvalidYAML, Message: "the YAML parser could not read this document"}
 		}
 	}()
 	f, err = parser.ParseBytes(data, 0)
 	if err == nil {
 		return f, nil
 	}
-	de := &DecodeError{Code: CodeInvalidYAML, Message: err.Error()}
+	de := &graph.DecodeError{Code: CodeInvalidYAML, Message: err.Error()}
 	var ye yaml.Error
 	if errors.As(err, &ye) {
 		de.Message = ye.GetMessage()
@@ -205,7 +206,7 @@ func parseYAMLFile(data []byte) (f *ast.File, err error) {
 	return nil, de
 }
 
-func setTokenPos(de *DecodeError, tk *token.Token) {
+func setTokenPos(de *graph.DecodeError, tk *token.Token) {
 	if tk != nil && tk.Position != nil {
 		de.Line, de.Column = tk.Position.Line, tk.Position.Column
 	}
@@ -241,7 +242,7 @@ type yamlConverter struct {
 
 func (c *yamlConverter) fail(n ast.Node, path, format string, args ...any) error {
 	p := tokenPos(n)
-	return &DecodeError{Code: CodeInvalidDocument, Path: path, Message: fmt.Sprintf(format, args...), Line: p.Line, Column: p.Column}
+	return &graph.DecodeError{Code: graph.CodeInvalidDocument, Path: path, Message: fmt.Sprintf(format, args...), Line: p.Line, Column: p.Column}
 }
 
 func (c *yamlConverter) convert(n ast.Node, path string, depth int) (any, error) {
@@ -262,7 +263,7 @@ func (c *yamlConverter) convert(n ast.Node, path string, depth int) (any, error)
 				}
 				return nil, err
 			}
-			member := path + "/" + EscapePointerToken(key)
+			member := path + "/" + graph.EscapePointerToken(key)
 			if _, dup := obj.values[key]; dup {
 				if c.lenient {
 					continue

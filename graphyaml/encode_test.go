@@ -1,4 +1,4 @@
-package graph
+package graphyaml
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/weftworks/weft/graph"
 )
 
 // trickyStrings are strings a YAML writer gets wrong when it writes them
@@ -90,9 +91,9 @@ func TestEncodeYAMLReadsBack(t *testing.T) {
 
 func TestEncodeYAMLKeepsTheChecksum(t *testing.T) {
 	for _, raw := range [][]byte{exampleJSON(t), mustRead(t, "../examples/quickstart.json")} {
-		doc, err := Decode(raw)
+		doc, err := graph.Decode(raw)
 		require.NoError(t, err)
-		want, issues := Compile(doc, testCatalog())
+		want, issues := graph.Compile(doc, notesCatalog())
 		require.Empty(t, issues)
 
 		// From the authored JSON (a draft) and from the compiled document
@@ -103,7 +104,7 @@ func TestEncodeYAMLKeepsTheChecksum(t *testing.T) {
 		for _, y := range [][]byte{fromDraft, fromRevision} {
 			back, err := DecodeYAML(y)
 			require.NoError(t, err, "%s", y)
-			got, issues := Compile(back, testCatalog())
+			got, issues := graph.Compile(back, notesCatalog())
 			require.Empty(t, issues)
 			require.Equal(t, want.Checksum, got.Checksum, "%s", y)
 		}
