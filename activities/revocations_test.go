@@ -2,12 +2,11 @@ package activities_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
@@ -26,16 +25,15 @@ func TestRevocationsAreRecheckedPerAttempt(t *testing.T) {
 		t.Fatalf("before the revocation: %v", err)
 	}
 
-	if err := b.st.Revoke(ctx, tenant, "ada", "notes.write"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.st.Revoke(ctx, tenant, "ada", "notes.write"))
 	in.Attempt = 2
 	_, err := b.runNode(in)
 	ae := wantAppErr(t, err, execution.ErrPermissionDenied, true)
 	var details map[string][]string
-	if err := ae.Details(&details); err != nil || len(details["missing"]) != 1 || details["missing"][0] != "notes.write" {
-		t.Fatalf("details %v %v", details, err)
-	}
+	err = ae.Details(&details)
+	require.NoError(t, err, "details %v", details)
+	require.Len(t, details["missing"], 1, "details %v %v", details, err)
+	require.Equal(t, "notes.write", details["missing"][0], "details %v %v", details, err)
 
 	// A revocation from ada reaches her own runs too (the next attempt of
 	// an action node is PERMISSION_DENIED), and only the runs whose
@@ -56,9 +54,7 @@ func TestRevocationsAreRecheckedPerAttempt(t *testing.T) {
 		t.Fatalf("another creator's service actor is unaffected: %v", err)
 	}
 	// Removing the revocation gives the scope back from the next attempt on.
-	if err := b.st.Unrevoke(ctx, tenant, "ada", "notes.write"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.st.Unrevoke(ctx, tenant, "ada", "notes.write"))
 	user.Attempt = 4
 	if _, err := b.runNode(user); err != nil {
 		t.Fatalf("after the revocation was removed: %v", err)
@@ -69,7 +65,7 @@ func TestRevocationsAreRecheckedPerAttempt(t *testing.T) {
 	b.st.Close()
 	_, err = b.runNode(in)
 	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || app.NonRetryable() || !strings.Contains(err.Error(), "revocations") {
-		t.Fatalf("err = %v, want a retryable revocation read error", err)
-	}
+	require.ErrorAs(t, err, &app, "err = %v, want a retryable revocation read error", err)
+	require.False(t, app.NonRetryable(), "err = %v, want a retryable revocation read error", err)
+	require.Contains(t, err.Error(), "revocations", "err = %v, want a retryable revocation read error", err)
 }
