@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/fixtures"
@@ -26,22 +27,19 @@ func TestSimulatedDraftIsCompiledStoredAndStarted(t *testing.T) {
 	req := Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "sim-1",
 		Mode: execution.ModeSimulation, DraftRevision: &one, Fixtures: fx}
 	acc, err := b.starter.Enqueue(ctx, req, tc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !acc.Created || acc.Revision != 0 || acc.Checksum == "" {
-		t.Fatalf("accepted = %+v", acc)
-	}
+	require.NoError(t, err)
+	require.True(t, acc.Created, "accepted = %+v", acc)
+	require.Equal(t, 0, acc.Revision, "accepted = %+v", acc)
+	require.NotEmpty(t, acc.Checksum, "accepted = %+v", acc)
 	run, err := b.st.GetRun(ctx, b.t1, acc.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run.Mode != "simulation" || run.Revision != 0 || run.DraftRevision == nil || *run.DraftRevision != 1 {
-		t.Fatalf("run = %+v", run)
-	}
-	if set, problems := fixtures.Parse(run.Fixtures); len(problems) > 0 || len(set["echo"]) != 2 {
-		t.Fatalf("stored fixtures %s: %v", run.Fixtures, problems)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "simulation", run.Mode, "run = %+v", run)
+	require.Equal(t, 0, run.Revision, "run = %+v", run)
+	require.NotNil(t, run.DraftRevision, "run = %+v", run)
+	require.Equal(t, 1, *run.DraftRevision, "run = %+v", run)
+	set, problems := fixtures.Parse(run.Fixtures)
+	require.Empty(t, problems, "stored fixtures %s: %v", run.Fixtures, problems)
+	require.Len(t, set["echo"], 2, "stored fixtures %s: %v", run.Fixtures, problems)
 	// Compiled and stored unpublished by (tenant, checksum).
 	if _, err := b.st.GetPlan(ctx, b.t1, acc.Checksum); err != nil {
 		t.Fatalf("plan of the simulated draft: %v", err)
@@ -50,9 +48,7 @@ func TestSimulatedDraftIsCompiledStoredAndStarted(t *testing.T) {
 		t.Fatalf("simulating a draft published it: %+v", w)
 	}
 	desc, err := b.tc.DescribeWorkflow(ctx, run.WorkflowID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sa := desc.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
 	if got := string(sa[execution.SearchAttrMode].GetData()); got != `"simulation"` {
 		t.Fatalf("WeftMode = %s", got)
@@ -68,9 +64,9 @@ func TestSimulatedDraftIsCompiledStoredAndStarted(t *testing.T) {
 	again := req
 	again.Fixtures = json.RawMessage(`{ "echo" : [ {"error":{"message":"boom"}}, {"durationMs":5,"output":{"id":"x"}} ] }`)
 	acc2, err := b.starter.Enqueue(ctx, again, tc)
-	if err != nil || acc2.Created || acc2.RunID != acc.RunID {
-		t.Fatalf("repeat: %+v %v", acc2, err)
-	}
+	require.NoError(t, err, "repeat: %+v", acc2)
+	require.False(t, acc2.Created, "repeat: %+v %v", acc2, err)
+	require.Equal(t, acc.RunID, acc2.RunID, "repeat: %+v %v", acc2, err)
 	// Other fixtures, another draft or live mode under the same key conflict.
 	two := 2
 	if _, err := b.st.SaveDraft(ctx, b.t1, "items", 1, json.RawMessage(itemGraph), "tester"); err != nil {
@@ -126,22 +122,17 @@ func TestSimulationRefusals(t *testing.T) {
 		fe := wantCode(t, err, c.code)
 		if c.code == CodeInvalidFixtures {
 			problems, _ := fe.Details["errors"].([]fixtures.Problem)
-			if len(problems) == 0 || problems[0].Path != c.path {
-				t.Fatalf("%s: problems %+v", c.name, problems)
-			}
+			require.NotEmpty(t, problems, "%s: problems %+v", c.name, problems)
+			require.Equal(t, c.path, problems[0].Path, "%s: problems %+v", c.name, problems)
 		}
-		if c.code == failure.CodeInvalidGraph && fe.Details["issues"] == nil {
-			t.Fatalf("%s: no issues listed", c.name)
-		}
+		require.False(t, c.code == failure.CodeInvalidGraph && fe.Details["issues"] == nil, "%s: no issues listed", c.name)
 	}
-	if n := countRuns(t, b.st); n != 0 {
-		t.Fatalf("refusals created %d runs", n)
-	}
+	n := countRuns(t, b.st)
+	require.Equal(t, 0, n, "refusals created %d runs", n)
 	// Simulating the published revision works, without node permissions.
 	acc, err := b.starter.Enqueue(ctx, sim(func(r *Request) { r.Revision = &one }), trusted(b.t1))
-	if err != nil || acc.Revision != 1 {
-		t.Fatalf("simulate revision 1: %+v %v", acc, err)
-	}
+	require.NoError(t, err, "simulate revision 1: %+v", acc)
+	require.Equal(t, 1, acc.Revision, "simulate revision 1: %+v %v", acc, err)
 }
 
 // A simulated draft is refused like its publication by the same caller
@@ -154,9 +145,7 @@ func TestSimulatedDraftRefusesForbiddenVariables(t *testing.T) {
 	doc := strings.Replace(itemGraph, `"action": {"id": "core.echo", "version": 1}}`,
 		`"action": {"id": "core.echo", "version": 1}, "mapping": {"in": {"pointer": "/in"},
 		  "by": {"template": "for {{ agent.name }}", "bindings": {"agentId": "/in/id"}}}}`, 1)
-	if doc == itemGraph {
-		t.Fatal("the mapping was not added")
-	}
+	require.NotEqual(t, itemGraph, doc, "the mapping was not added")
 	if _, err := b.st.CreateWorkflow(ctx, b.t1, "items", json.RawMessage(doc), "tester"); err != nil {
 		t.Fatal(err)
 	}
@@ -165,12 +154,9 @@ func TestSimulatedDraftRefusesForbiddenVariables(t *testing.T) {
 		Mode: execution.ModeSimulation, DraftRevision: &one}
 	_, err := b.starter.Enqueue(ctx, req, trusted(b.t1, "runs.execute"))
 	fe := wantCode(t, err, failure.CodeInvalidGraph)
-	if !strings.Contains(fmt.Sprint(fe.Details["issues"]), `needs scope "agents.read"`) {
-		t.Fatalf("issues = %v", fe.Details["issues"])
-	}
-	if n := countRuns(t, b.st); n != 0 {
-		t.Fatalf("the refusal created %d runs", n)
-	}
+	require.Contains(t, fmt.Sprint(fe.Details["issues"]), `needs scope "agents.read"`, "issues = %v", fe.Details["issues"])
+	n := countRuns(t, b.st)
+	require.Equal(t, 0, n, "the refusal created %d runs", n)
 	if _, err := b.starter.Enqueue(ctx, req, trusted(b.t1, "runs.execute", "agents.read")); err != nil {
 		t.Fatalf("with agents.read: %v", err)
 	}
