@@ -91,9 +91,8 @@ func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler 
 	require.Equal(t, c.Checksum, res.Checksum, "dry-run and compile disagree")
 	require.True(t, slices.Equal(res.Order, c.Order), "dry-run and compile disagree")
 	require.NoError(t, c.VerifyChecksum())
-	if p := c.Plan(); len(p.Nodes) != len(doc.Nodes) {
-		t.Fatalf("plan has %d nodes for %d", len(p.Nodes), len(doc.Nodes))
-	}
+	p := c.Plan()
+	require.Len(t, p.Nodes, len(doc.Nodes), "plan has %d nodes for %d", len(p.Nodes), len(doc.Nodes))
 	raw, err := json.Marshal(c.Document)
 	require.NoError(t, err)
 	again, err := Decode(raw)

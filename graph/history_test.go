@@ -48,9 +48,8 @@ func TestEstimateHistory(t *testing.T) {
 	want := 6 + 4096 + 198*7 + 5 + 10
 	require.Equal(t, want, big.PerExecutionEvents, "big per execution %d, want %d (%+v)", big.PerExecutionEvents, want, big)
 	require.True(t, big.Fits(), "big per execution %d, want %d (%+v)", big.PerExecutionEvents, want, big)
-	if issues := Validate(chainDoc(t, 198, 10), echoCatalog); len(issues) != 0 {
-		t.Fatalf("the largest valid graph must fit: %v", issues)
-	}
+	issues := Validate(chainDoc(t, 198, 10), echoCatalog)
+	require.Empty(t, issues, "the largest valid graph must fit: %v", issues)
 }
 
 func TestHistoryLimitExceededIsAnIssue(t *testing.T) {
