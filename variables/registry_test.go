@@ -379,9 +379,8 @@ func TestRegistryList(t *testing.T) {
 	all := sorted(append(append([]string{}, scopeless...), KeyAgentName))
 	got := keys(b.reg.List([]string{ScopeAgentsRead}))
 	assert.Equal(t, all, got, "List(agents.read) = %q", got)
-	if got := keys(b.reg.Definitions()); !reflect.DeepEqual(got, all) {
-		t.Errorf("Definitions() = %q", got)
-	}
+	got = keys(b.reg.Definitions())
+	assert.Equal(t, all, got, "Definitions() = %q", got)
 	// The returned definitions are copies.
 	list := b.reg.List([]string{ScopeAgentsRead})
 	for i := range list {
@@ -439,9 +438,8 @@ func TestGraphHelpers(t *testing.T) {
 	for _, c := range cases {
 		got := Check(c.template, c.bindings, defs)
 		assert.Equal(t, c.unknown, got, "%s: Check = %q, want %q", c.name, got, c.unknown)
-		if got := Scopes(c.template, c.bindings, defs); !reflect.DeepEqual(got, c.scopes) {
-			t.Errorf("%s: Scopes = %q, want %q", c.name, got, c.scopes)
-		}
+		got = Scopes(c.template, c.bindings, defs)
+		assert.Equal(t, c.scopes, got, "%s: Scopes = %q, want %q", c.name, got, c.scopes)
 		if got := MissingBindings(c.template, c.bindings, defs); !reflect.DeepEqual(got, c.missing) {
 			t.Errorf("%s: MissingBindings = %q, want %q", c.name, got, c.missing)
 		}

@@ -42,9 +42,8 @@ func TestIsKey(t *testing.T) {
 	for _, c := range cases {
 		got := IsKey(c.key)
 		assert.Equal(t, c.want, got, "IsKey(%q) = %v, want %v", c.key, got, c.want)
-		if got := KeyPattern.MatchString(c.key); got != c.want {
-			t.Errorf("KeyPattern.MatchString(%q) = %v, want %v", c.key, got, c.want)
-		}
+		got = KeyPattern.MatchString(c.key)
+		assert.Equal(t, c.want, got, "KeyPattern.MatchString(%q) = %v, want %v", c.key, got, c.want)
 	}
 }
 
@@ -120,9 +119,8 @@ func TestResolve(t *testing.T) {
 			}
 			got := Resolve(c.template, vals, Keep)
 			assert.Equal(t, c.keep, got, "Resolve(Keep) = %q, want %q", got, c.keep)
-			if got := Resolve(c.template, vals, Blank); got != c.blank {
-				t.Errorf("Resolve(Blank) = %q, want %q", got, c.blank)
-			}
+			got = Resolve(c.template, vals, Blank)
+			assert.Equal(t, c.blank, got, "Resolve(Blank) = %q, want %q", got, c.blank)
 			if got := Extract(c.template); !reflect.DeepEqual(got, c.keysWant) {
 				t.Errorf("Extract = %q, want %q", got, c.keysWant)
 			}
@@ -146,9 +144,8 @@ func TestResolveNilValues(t *testing.T) {
 	t.Parallel()
 	got := Resolve("{{ a }}", nil, Keep)
 	assert.Equal(t, "{{ a }}", got, "Keep with nil values = %q", got)
-	if got := Resolve("x{{ a }}y", nil, Blank); got != "xy" {
-		t.Errorf("Blank with nil values = %q", got)
-	}
+	got = Resolve("x{{ a }}y", nil, Blank)
+	assert.Equal(t, "xy", got, "Blank with nil values = %q", got)
 }
 
 func TestResolveSinglePass(t *testing.T) {
@@ -158,9 +155,8 @@ func TestResolveSinglePass(t *testing.T) {
 	got := Resolve("{{ a }}", values, Keep)
 	require.Equal(t, "{{ b }}", got, "got %q, want the value verbatim", got)
 	// A value that completes a token with surrounding text is not re-scanned either.
-	if got := Resolve("{{open}} c {{close}}", map[string]string{"open": "{{", "close": "}}", "c": "X"}, Keep); got != "{{ c }}" {
-		t.Fatalf("got %q, want the pieces verbatim", got)
-	}
+	got = Resolve("{{open}} c {{close}}", map[string]string{"open": "{{", "close": "}}", "c": "X"}, Keep)
+	require.Equal(t, "{{ c }}", got, "got %q, want the pieces verbatim", got)
 }
 
 func TestTokenize(t *testing.T) {
@@ -266,9 +262,8 @@ func assertRoundTrip(t *testing.T, template string) {
 	require.Equal(t, template, b.String(), "Tokenize(%q) does not round-trip: %q", template, b.String())
 	got, want := Resolve(template, nil, Keep), strings.ReplaceAll(template, `\{{`, `{{`)
 	require.Equal(t, want, got, "Resolve(%q, nil, Keep) = %q, want %q", template, got, want)
-	if got := Resolve(template, values, Blank); got != rendered.String() {
-		t.Fatalf("Resolve(%q, values) = %q, want %q", template, got, rendered.String())
-	}
+	got = Resolve(template, values, Blank)
+	require.Equal(t, rendered.String(), got, "Resolve(%q, values) = %q, want %q", template, got, rendered.String())
 	if keys == nil {
 		keys = []string{}
 	}
@@ -297,9 +292,8 @@ func TestLargeTemplate(t *testing.T) {
 	res := Validate(tpl, defs, []string{})
 	require.Len(t, res.Unknown, n, "Validate: %d unknown, %d forbidden", len(res.Unknown), len(res.Forbidden))
 	require.Empty(t, res.Forbidden, "Validate: %d unknown, %d forbidden", len(res.Unknown), len(res.Forbidden))
-	if got := len(Check(tpl, values, nil)); got != n {
-		t.Fatalf("Check found %d unknown", got)
-	}
+	got = len(Check(tpl, values, nil))
+	require.Equal(t, n, got, "Check found %d unknown", got)
 	reg, err := NewRegistry()
 	require.NoError(t, err)
 	_, err = reg.Resolve(t.Context(), tpl, Request{Values: values})
