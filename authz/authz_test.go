@@ -25,9 +25,9 @@ func TestParseTools(t *testing.T) {
 	got, err := authz.ParseTools("toolGrants", []string{notes, echo, notes})
 	require.NoError(t, err, "normalized %v", got)
 	require.True(t, slices.Equal(got, []string{echo, notes}), "normalized %v %v", got, err)
-	if got, err := authz.ParseTools("toolGrants", nil); got != nil || err != nil {
-		t.Fatalf("nil stays nil (not given): %#v %v", got, err)
-	}
+	got, err = authz.ParseTools("toolGrants", nil)
+	require.Nil(t, got, "nil stays nil (not given): %#v %v", got, err)
+	require.NoError(t, err, "nil stays nil (not given): %#v", got)
 	if got, err := authz.ParseTools("toolGrants", []string{}); got == nil || len(got) != 0 || err != nil {
 		t.Fatalf("empty stays empty (nothing granted): %#v %v", got, err)
 	}
@@ -73,9 +73,8 @@ func TestGrantOfAUserRun(t *testing.T) {
 	require.Contains(t, d.Why, "notes.write revoked from ada", "revoked: %+v", d)
 	require.True(t, slices.Equal(g.Permissions, []string{"runs.execute"}), "effective %v revoked %v", g.Permissions, g.Revoked)
 	require.True(t, slices.Equal(g.Revoked, []string{"notes.write"}), "effective %v revoked %v", g.Permissions, g.Revoked)
-	if d := g.Tool(echo, nil); !d.Allowed {
-		t.Fatalf("a tool needing nothing: %+v", d)
-	}
+	d = g.Tool(echo, nil)
+	require.True(t, d.Allowed, "a tool needing nothing: %+v", d)
 
 	// toolGrants narrow; an empty list grants nothing.
 	run.Revoked = nil
@@ -107,9 +106,9 @@ func TestGrantOfAServiceActorRun(t *testing.T) {
 
 	// Narrowed since the run started: the current policy decides.
 	live.ToolPolicy = []string{echo}
-	if d := authz.FromRun(run).Tool(notes, nil); d.Allowed || d.Why != "it is not in schedule sch_1's tool policy" {
-		t.Fatalf("narrowed: %+v", d)
-	}
+	d = authz.FromRun(run).Tool(notes, nil)
+	require.False(t, d.Allowed, "narrowed: %+v", d)
+	require.Equal(t, "it is not in schedule sch_1's tool policy", d.Why, "narrowed: %+v", d)
 	// Widened since: the policy when the run started still bounds it.
 	live.ToolPolicy = []string{echo, notes, "crm.write@1"}
 	if d := authz.FromRun(run).Tool("crm.write@1", nil); d.Allowed || !strings.Contains(d.Why, "when it started the run") {
@@ -142,7 +141,6 @@ func TestPrincipalIsRequestedBy(t *testing.T) {
 	t.Parallel()
 	p := (execution.Actor{Kind: "user", Sub: "ada"}).RequestedBy()
 	require.Equal(t, "ada", p, p)
-	if p := (execution.Actor{Kind: "service", Sub: "webhook:whk_1", ConfiguredBy: "bob"}).RequestedBy(); p != "bob" {
-		t.Fatal(p)
-	}
+	p = (execution.Actor{Kind: "service", Sub: "webhook:whk_1", ConfiguredBy: "bob"}).RequestedBy()
+	require.Equal(t, "bob", p, p)
 }
