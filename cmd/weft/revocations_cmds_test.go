@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -38,22 +40,17 @@ func TestRevocationVerbs(t *testing.T) {
 	}
 
 	r := weftCLI(t, ops, "revocations", "list")
-	if r.code != 0 || strings.TrimSpace(r.stdout) != "no revocations" {
-		t.Fatalf("list of none:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "list of none:\n%s", r)
+	require.Equal(t, "no revocations", strings.TrimSpace(r.stdout), "list of none:\n%s", r)
 
 	// add: new, then already there.
 	r = weftCLI(t, ops, "revocations", "add", "--sub", "alice", "--scope", "notes.write")
-	if r.code != 0 || strings.TrimSpace(r.stdout) != "revoked notes.write from alice" {
-		t.Fatalf("add:\n%s", r)
-	}
-	if got := revoked("alice"); !slices.Equal(got, []string{"notes.write"}) {
-		t.Fatalf("after add, alice's revoked scopes = %v", got)
-	}
+	require.Equal(t, 0, r.code, "add:\n%s", r)
+	require.Equal(t, "revoked notes.write from alice", strings.TrimSpace(r.stdout), "add:\n%s", r)
+	got := revoked("alice")
+	require.True(t, slices.Equal(got, []string{"notes.write"}), "after add, alice's revoked scopes = %v", got)
 	r = weftCLI(t, ops, "revocations", "add", "--sub", "alice", "--scope", "notes.write")
-	if r.code != 0 || !strings.Contains(r.stdout, "notes.write was already revoked from alice (since ") {
-		t.Errorf("add again:\n%s", r)
-	}
+	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, "notes.write was already revoked from alice (since "), "add again:\n%s", r)
 	for _, args := range [][]string{
 		{"--sub", "team/ops", "--scope", "runs.execute"},
 		{"--sub", "alice", "--scope", "runs.execute"},
@@ -66,9 +63,7 @@ func TestRevocationVerbs(t *testing.T) {
 
 	// Refusals: a scope with a space (the API's code), missing flags.
 	r = weftCLI(t, ops, "revocations", "add", "--sub", "alice", "--scope", "crm write")
-	if r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") || !strings.Contains(r.stderr, "crm write") {
-		t.Errorf("add of a scope with a space:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") || !strings.Contains(r.stderr, "crm write"), "add of a scope with a space:\n%s", r)
 	if r = weftCLI(t, ops, "revocations", "add", "--sub", "alice"); r.code != 1 || !strings.Contains(r.stderr, "scope") {
 		t.Errorf("add without --scope:\n%s", r)
 	}
@@ -80,9 +75,8 @@ func TestRevocationVerbs(t *testing.T) {
 	// scope; --sub narrows it.
 	r = weftCLI(t, ops, "revocations", "list", "--limit", "1")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if r.code != 0 || len(lines) != 5 {
-		t.Fatalf("list:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "list:\n%s", r)
+	require.Len(t, lines, 5, "list:\n%s", r)
 	var rows []string
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
@@ -98,16 +92,13 @@ func TestRevocationVerbs(t *testing.T) {
 
 	// remove: a sub with '/' reaches the API escaped; a second remove is NOT_FOUND.
 	r = weftCLI(t, ops, "revocations", "remove", "--sub", "team/ops", "--scope", "runs.execute")
-	if r.code != 0 || strings.TrimSpace(r.stdout) != "removed the revocation of runs.execute from team/ops" {
-		t.Fatalf("remove:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "remove:\n%s", r)
+	require.Equal(t, "removed the revocation of runs.execute from team/ops", strings.TrimSpace(r.stdout), "remove:\n%s", r)
 	if got := revoked("team/ops"); len(got) != 0 {
 		t.Fatalf("after remove, team/ops's revoked scopes = %v", got)
 	}
 	r = weftCLI(t, ops, "revocations", "remove", "--sub", "team/ops", "--scope", "runs.execute")
-	if r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
-		t.Errorf("remove again:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND"), "remove again:\n%s", r)
 
 	// Another tenant sees and removes nothing of acme's; a token without
 	// revocations.manage is refused.
@@ -122,7 +113,5 @@ func TestRevocationVerbs(t *testing.T) {
 		t.Errorf("alice's revoked scopes after another tenant's remove = %v", got)
 	}
 	r = weftCLI(t, as("acme", "alice", auth.ScopeSchedulesManage, auth.ScopeRunsExecute), "revocations", "list")
-	if r.code != 1 || !strings.Contains(r.stderr, "MISSING_SCOPE") {
-		t.Errorf("list without revocations.manage:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "MISSING_SCOPE"), "list without revocations.manage:\n%s", r)
 }
