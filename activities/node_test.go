@@ -203,9 +203,8 @@ func TestNotesWriteExactlyOnceAcrossAttempts(t *testing.T) {
 	in.Inputs["in"] = execution.Value{Inline: json.RawMessage(`{"id":"b"}`)}
 	_, err = b.runNode(in)
 	wantAppErr(t, err, execution.ErrIdempotencyConflict, true)
-	if notes, _ := b.st.ListNotes(ctx, tenant, 10, nil); len(notes) != 1 {
-		t.Fatalf("%d notes after the conflict", len(notes))
-	}
+	notes, _ = b.st.ListNotes(ctx, tenant, 10, nil)
+	require.Len(t, notes, 1, "%d notes after the conflict", len(notes))
 }
 
 // Live agent nodes are refused until the agent runtime lands (simulated

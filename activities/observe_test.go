@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -51,9 +50,8 @@ func TestObservedNodeAttempts(t *testing.T) {
 	require.Equal(t, "out", res.Port, "ok = %+v, %v", res, err)
 	_, err = failing(context.Background(), in)
 	require.Error(t, err, "failing returned no error")
-	if _, err := cancelling(cancelledCtx, in); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelling = %v", err)
-	}
+	_, err = cancelling(cancelledCtx, in)
+	require.ErrorIs(t, err, context.Canceled, "cancelling = %v", err)
 	want := []seenNode{{"action", "succeeded"}, {"action", "failed"}, {"action", "cancelled"}}
 	require.Len(t, obs.seen, len(want), "observed %v, want %v", obs.seen, want)
 	for i := range want {

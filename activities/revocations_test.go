@@ -21,13 +21,12 @@ func TestRevocationsAreRecheckedPerAttempt(t *testing.T) {
 	in := b.input("save", graph.KindAction, map[string]string{"in": item})
 	in.Actor = execution.Actor{Kind: "service", Sub: "webhook:whk_1", ConfiguredBy: "ada"}
 	in.Permissions = []string{"notes.write", "runs.execute"}
-	if _, err := b.runNode(in); err != nil {
-		t.Fatalf("before the revocation: %v", err)
-	}
+	_, err := b.runNode(in)
+	require.NoError(t, err, "before the revocation")
 
 	require.NoError(t, b.st.Revoke(ctx, tenant, "ada", "notes.write"))
 	in.Attempt = 2
-	_, err := b.runNode(in)
+	_, err = b.runNode(in)
 	ae := wantAppErr(t, err, execution.ErrPermissionDenied, true)
 	var details map[string][]string
 	err = ae.Details(&details)
@@ -45,9 +44,8 @@ func TestRevocationsAreRecheckedPerAttempt(t *testing.T) {
 	wantAppErr(t, err, execution.ErrPermissionDenied, true)
 	bob := user
 	bob.Actor = execution.Actor{Kind: "user", Sub: "bob"}
-	if _, err := b.runNode(bob); err != nil {
-		t.Fatalf("another user's run is unaffected: %v", err)
-	}
+	_, err = b.runNode(bob)
+	require.NoError(t, err, "another user's run is unaffected")
 	other := in
 	other.Actor.ConfiguredBy = "bob"
 	if _, err := b.runNode(other); err != nil {

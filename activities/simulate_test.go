@@ -117,13 +117,12 @@ func TestSimulatedNodesReturnFixturesAndCallNothing(t *testing.T) {
 
 	n := calls.Load()
 	require.Equal(t, int64(0), n, "%d handler calls in simulation", n)
-	if notes, _ := b.st.ListNotes(context.Background(), tenant, 10, nil); len(notes) != 0 {
-		t.Fatalf("simulation wrote %d notes", len(notes))
-	}
+	notes, _ := b.st.ListNotes(context.Background(), tenant, 10, nil)
+	require.Empty(t, notes, "simulation wrote %d notes", len(notes))
 	var ledger int
-	if err := b.st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM action_ledger`).Scan(&ledger); err != nil || ledger != 0 {
-		t.Fatalf("simulation wrote %d ledger rows (%v)", ledger, err)
-	}
+	err = b.st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM action_ledger`).Scan(&ledger)
+	require.NoError(t, err, "simulation wrote %d ledger rows (%v)", ledger, err)
+	require.Equal(t, 0, ledger, "simulation wrote %d ledger rows (%v)", ledger, err)
 }
 
 func TestSimulatedDefaultsAreSchemaValidAndStable(t *testing.T) {
