@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,14 +143,13 @@ func TestEveryStartPathRespectsTheCap(t *testing.T) {
 		require.False(t, b.started(t, r), "throttled run %s was started", r.RunID)
 		require.Equal(t, execution.StatusThrottled, b.get(t, b.t1, r.RunID).Status, "throttled run %s was started", r.RunID)
 	}
-	if got := b.slotHolders(t, b.t1, "items"); got != 2 {
-		t.Fatalf("%d runs hold slots", got)
-	}
+	got := b.slotHolders(t, b.t1, "items")
+	require.Equal(t, 2, got, "%d runs hold slots", got)
 	// Cancelling the run at position 2 removes it without starting it.
 	require.NoError(t, b.starter.Cancel(ctx, b.t1, byPos[2].RunID, execution.Actor{Kind: "user", Sub: "bob"}))
-	if r := b.get(t, b.t1, byPos[2].RunID); r.Status != execution.StatusCancelled || !strings.Contains(string(r.Error), "throttled") {
-		t.Fatalf("cancelled throttled run: %s %s", r.Status, r.Error)
-	}
+	r := b.get(t, b.t1, byPos[2].RunID)
+	require.Equal(t, execution.StatusCancelled, r.Status, "cancelled throttled run: %s %s", r.Status, r.Error)
+	require.Contains(t, string(r.Error), "throttled", "cancelled throttled run: %s %s", r.Status, r.Error)
 	wantCode(t, b.starter.Cancel(ctx, b.t1, byPos[2].RunID, execution.Actor{Kind: "user", Sub: "bob"}), failure.CodeRunNotActive)
 
 	// Cancelling a queued run (it holds a slot) goes through Temporal.
@@ -170,9 +168,8 @@ func TestEveryStartPathRespectsTheCap(t *testing.T) {
 		r := b.get(t, b.t1, next.RunID)
 		require.Equal(t, execution.StatusQueued, r.Status, "step %d: %s is %s", i, next.RunID, r.Status)
 		require.True(t, b.started(t, r), "step %d: %s is %s", i, next.RunID, r.Status)
-		if got := b.slotHolders(t, b.t1, "items"); got != 2 {
-			t.Fatalf("step %d: %d runs hold slots", i, got)
-		}
+		got := b.slotHolders(t, b.t1, "items")
+		require.Equal(t, 2, got, "step %d: %d runs hold slots", i, got)
 		for _, later := range order[i+1:] {
 			require.False(t, b.started(t, later), "step %d: %s started out of order", i, later.RunID)
 		}
@@ -236,10 +233,9 @@ func TestBudgetIsBoundWithTheKey(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	publish(t, b.st, b.t1, "items", itemGraph)
-	if _, err := b.starter.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: b.t1, WorkflowKey: "items", UpdatedBy: "alice",
-		Budget: store.Budget{MaxTokens: ptr(int64(9000)), MaxCostUSD: ptr(2.5)}}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.starter.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: b.t1, WorkflowKey: "items", UpdatedBy: "alice",
+		Budget: store.Budget{MaxTokens: ptr(int64(9000)), MaxCostUSD: ptr(2.5)}})
+	require.NoError(t, err)
 	enqueue := func(key string, budget *store.Budget) (Accepted, error) {
 		return b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: key,
 			Budget: budget}, trusted(b.t1))
@@ -263,9 +259,9 @@ func TestBudgetIsBoundWithTheKey(t *testing.T) {
 	// None given: the workflow's default; an empty budget is none.
 	none, err := enqueue("k-none", nil)
 	require.NoError(t, err)
-	if run := b.get(t, b.t1, none.RunID); *run.Budget.MaxTokens != 9000 || run.RequestedBudget != nil {
-		t.Fatalf("default budget %+v requested %+v", run.Budget, run.RequestedBudget)
-	}
+	run = b.get(t, b.t1, none.RunID)
+	require.Equal(t, int64(9000), *run.Budget.MaxTokens, "default budget %+v requested %+v", run.Budget, run.RequestedBudget)
+	require.Nil(t, run.RequestedBudget, "default budget %+v requested %+v", run.Budget, run.RequestedBudget)
 	if again, err := enqueue("k-none", &store.Budget{}); err != nil || again.RunID != none.RunID {
 		t.Fatalf("empty budget repeat: %+v %v", again, err)
 	}

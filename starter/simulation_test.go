@@ -17,9 +17,8 @@ func TestSimulatedDraftIsCompiledStoredAndStarted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	if _, err := b.st.CreateWorkflow(ctx, b.t1, "items", json.RawMessage(itemGraph), "tester"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.st.CreateWorkflow(ctx, b.t1, "items", json.RawMessage(itemGraph), "tester")
+	require.NoError(t, err)
 	one := 1
 	fx := json.RawMessage(`{"echo": [{"error": {"message": "boom"}}, {"output": {"id": "x"}, "durationMs": 5}]}`)
 	// runs.execute alone: a simulation calls nothing, so node permissions are not required.
@@ -41,9 +40,8 @@ func TestSimulatedDraftIsCompiledStoredAndStarted(t *testing.T) {
 	require.Empty(t, problems, "stored fixtures %s: %v", run.Fixtures, problems)
 	require.Len(t, set["echo"], 2, "stored fixtures %s: %v", run.Fixtures, problems)
 	// Compiled and stored unpublished by (tenant, checksum).
-	if _, err := b.st.GetPlan(ctx, b.t1, acc.Checksum); err != nil {
-		t.Fatalf("plan of the simulated draft: %v", err)
-	}
+	_, err = b.st.GetPlan(ctx, b.t1, acc.Checksum)
+	require.NoError(t, err, "plan of the simulated draft")
 	if w, _ := b.st.GetWorkflow(ctx, b.t1, "items"); w.LatestPublishedRevision != 0 {
 		t.Fatalf("simulating a draft published it: %+v", w)
 	}
@@ -90,9 +88,8 @@ func TestSimulationRefusals(t *testing.T) {
 	ctx := context.Background()
 	publish(t, b.st, b.t1, "items", itemGraph)
 	broken := strings.Replace(itemGraph, `"to": "out.in"`, `"to": "nowhere.in"`, 1)
-	if _, err := b.st.SaveDraft(ctx, b.t1, "items", 1, json.RawMessage(broken), "tester"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.st.SaveDraft(ctx, b.t1, "items", 1, json.RawMessage(broken), "tester")
+	require.NoError(t, err)
 	one, two, nine, zero := 1, 2, 9, 0
 	sim := func(f func(*Request)) Request {
 		r := Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k", Mode: execution.ModeSimulation}
@@ -146,18 +143,16 @@ func TestSimulatedDraftRefusesForbiddenVariables(t *testing.T) {
 		`"action": {"id": "core.echo", "version": 1}, "mapping": {"in": {"pointer": "/in"},
 		  "by": {"template": "for {{ agent.name }}", "bindings": {"agentId": "/in/id"}}}}`, 1)
 	require.NotEqual(t, itemGraph, doc, "the mapping was not added")
-	if _, err := b.st.CreateWorkflow(ctx, b.t1, "items", json.RawMessage(doc), "tester"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.st.CreateWorkflow(ctx, b.t1, "items", json.RawMessage(doc), "tester")
+	require.NoError(t, err)
 	one := 1
 	req := Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "k",
 		Mode: execution.ModeSimulation, DraftRevision: &one}
-	_, err := b.starter.Enqueue(ctx, req, trusted(b.t1, "runs.execute"))
+	_, err = b.starter.Enqueue(ctx, req, trusted(b.t1, "runs.execute"))
 	fe := wantCode(t, err, failure.CodeInvalidGraph)
 	require.Contains(t, fmt.Sprint(fe.Details["issues"]), `needs scope "agents.read"`, "issues = %v", fe.Details["issues"])
 	n := countRuns(t, b.st)
 	require.Equal(t, 0, n, "the refusal created %d runs", n)
-	if _, err := b.starter.Enqueue(ctx, req, trusted(b.t1, "runs.execute", "agents.read")); err != nil {
-		t.Fatalf("with agents.read: %v", err)
-	}
+	_, err = b.starter.Enqueue(ctx, req, trusted(b.t1, "runs.execute", "agents.read"))
+	require.NoError(t, err, "with agents.read")
 }

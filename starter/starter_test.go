@@ -112,9 +112,8 @@ func publish(t *testing.T, st *store.Store, tenant, key, doc string) int {
 	case err != nil:
 		t.Fatal(err)
 	default:
-		if draft, err = st.SaveDraft(ctx, tenant, key, w.LatestDraftRevision, json.RawMessage(doc), "tester"); err != nil {
-			t.Fatal(err)
-		}
+		draft, err = st.SaveDraft(ctx, tenant, key, w.LatestDraftRevision, json.RawMessage(doc), "tester")
+		require.NoError(t, err)
 	}
 	rev, _, err := st.Publish(ctx, tenant, key, draft, c, &plan, "tester")
 	require.NoError(t, err)
@@ -172,9 +171,8 @@ func TestEnqueueStartsWorkflowWithIdentityAndSearchAttributes(t *testing.T) {
 		got := string(sa[name].GetData())
 		assert.Equal(t, want, got, "search attribute %s = %s, want %s", name, got, want)
 	}
-	if got := b.starter.WorkflowURL(run.WorkflowID); got != "http://ui.test/namespaces/default/workflows/"+run.WorkflowID {
-		t.Fatalf("ui url %s", got)
-	}
+	got := b.starter.WorkflowURL(run.WorkflowID)
+	require.Equal(t, "http://ui.test/namespaces/default/workflows/"+run.WorkflowID, got, "ui url %s", got)
 	// The workflow input is the run row, with the trusted context.
 	hist := b.tc.GetWorkflowHistory(ctx, run.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	ev, err := hist.Next()
@@ -275,10 +273,9 @@ func TestConcurrentEnqueuesWithOneKeyMakeOneRun(t *testing.T) {
 	require.LessOrEqual(t, resp.GetCount(), int64(1), "%d workflow executions", resp.GetCount())
 	desc, err := b.tc.DescribeWorkflow(ctx, WorkflowID(b.t1, "items", "race"), "")
 	require.NoError(t, err)
-	if p := startedParams(t, b.tc, WorkflowID(b.t1, "items", "race")); p.RunID != results[0].RunID ||
-		desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId() == "" {
-		t.Fatalf("the workflow's only execution runs %s, want %s", p.RunID, results[0].RunID)
-	}
+	p := startedParams(t, b.tc, WorkflowID(b.t1, "items", "race"))
+	require.Equal(t, results[0].RunID, p.RunID, "the workflow's only execution runs %s, want %s", p.RunID, results[0].RunID)
+	require.NotEmpty(t, desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "the workflow's only execution runs %s, want %s", p.RunID, results[0].RunID)
 }
 
 func TestEnqueueRefusals(t *testing.T) {
@@ -375,9 +372,8 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 	if n, err := b.starter.Sweep(ctx); err != nil || n != 0 {
 		t.Fatalf("sweep of a young run: %d, %v", n, err)
 	}
-	if _, err := b.st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '31 seconds', admitted_at = now() - interval '31 seconds'`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = b.st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '31 seconds', admitted_at = now() - interval '31 seconds'`)
+	require.NoError(t, err)
 	n, err := b.starter.Sweep(ctx)
 	require.NoError(t, err, "sweep: %d,", n)
 	require.Equal(t, 1, n, "sweep: %d, %v", n, err)
@@ -385,9 +381,9 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 	require.NoError(t, err)
 	// The sweeper's start passes what the enqueue would have: the tenant
 	// name comes from the run row.
-	if p := startedParams(t, b.tc, wid); p.RunID != acc.RunID || p.TenantName != "Tenant "+b.t1 {
-		t.Fatalf("swept start params = %+v", p)
-	}
+	p := startedParams(t, b.tc, wid)
+	require.Equal(t, acc.RunID, p.RunID, "swept start params = %+v", p)
+	require.Equal(t, "Tenant "+b.t1, p.TenantName, "swept start params = %+v", p)
 	require.NotEmpty(t, desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "the sweeper started no execution")
 	// Sweeping again re-issues an idempotent start: still one execution.
 	if n, err := b.starter.Sweep(ctx); err != nil || n != 1 {
@@ -497,15 +493,13 @@ func TestWorkflowIDAndInputHash(t *testing.T) {
 	// idempotency key do, even where the labels coincide.
 	require.NotEqual(t, WorkflowID("t", "a_b", "i"), WorkflowID("t", "a-b", "i"), "ids collide")
 	require.NotEqual(t, WorkflowID("u", "k", "i"), WorkflowID("t", "k", "i"), "ids collide")
-	if id := WorkflowID("t", "Bad Key/ü", "i"); !regexp.MustCompile(`^weft-bad-key---[0-9a-f]{64}$`).MatchString(id) {
-		t.Fatalf("sanitised id %s", id)
-	}
+	id = WorkflowID("t", "Bad Key/ü", "i")
+	require.True(t, regexp.MustCompile(`^weft-bad-key---[0-9a-f]{64}$`).MatchString(id), "sanitised id %s", id)
 	long := WorkflowID("t", strings.Repeat("x", 500), "i")
 	require.True(t, strings.HasPrefix(long, "weft-"+strings.Repeat("x", 63)+"-"), "long key id %s (%d)", long, len(long))
 	require.Len(t, long, 5+63+1+64, "long key id %s (%d)", long, len(long))
-	if id := WorkflowID("t", "", "i"); !strings.HasPrefix(id, "weft-run-") {
-		t.Fatalf("empty key id %s", id)
-	}
+	id = WorkflowID("t", "", "i")
+	require.True(t, strings.HasPrefix(id, "weft-run-"), "empty key id %s", id)
 	h1, _ := InputHash(json.RawMessage(`{"b":[1,2.0],"a":"x"}`))
 	h2, _ := InputHash(json.RawMessage(`{ "a":"x", "b":[1.0,2] }`))
 	h3, _ := InputHash(json.RawMessage(`{"a":"y","b":[1,2]}`))
@@ -567,9 +561,9 @@ func TestRepeatIsAnsweredByItsBindingFirst(t *testing.T) {
 	got := countRuns(t, b.st)
 	require.Equal(t, 1, got, "%d run rows", got)
 	// The repeat reissued the start of the bound run: still its one workflow.
-	if p := startedParams(t, b.tc, WorkflowID(b.t1, "items", "k")); p.RunID != first.RunID || p.Revision != 1 {
-		t.Fatalf("started params = %+v", p)
-	}
+	p := startedParams(t, b.tc, WorkflowID(b.t1, "items", "k"))
+	require.Equal(t, first.RunID, p.RunID, "started params = %+v", p)
+	require.Equal(t, 1, p.Revision, "started params = %+v", p)
 }
 
 // TestToolGrantsAreBoundWithTheKey: toolGrants are normalized, stored with
@@ -604,9 +598,9 @@ func TestToolGrantsAreBoundWithTheKey(t *testing.T) {
 	// Not given and empty are bound apart too.
 	none, err := enqueue("k-none", []string{})
 	require.NoError(t, err)
-	if run, _ := b.st.GetRun(ctx, b.t1, none.RunID); run.ToolGrants == nil || len(run.ToolGrants) != 0 {
-		t.Fatalf("empty grants stored as %#v", run.ToolGrants)
-	}
+	run, _ = b.st.GetRun(ctx, b.t1, none.RunID)
+	require.NotNil(t, run.ToolGrants, "empty grants stored as %#v", run.ToolGrants)
+	require.Empty(t, run.ToolGrants, "empty grants stored as %#v", run.ToolGrants)
 	_, err = enqueue("k-none", nil)
 	wantCode(t, err, failure.CodeIdempotencyConflict)
 
@@ -624,9 +618,9 @@ func TestToolGrantsAreBoundWithTheKey(t *testing.T) {
 		Origin: execution.Origin{Kind: "schedule", ID: "sch_x"}, ToolPolicy: []string{"core.echo@1"}}
 	fired, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: in, IdempotencyKey: "sch_x@t"}, svc)
 	require.NoError(t, err)
-	if run, _ := b.st.GetRun(ctx, b.t1, fired.RunID); !slices.Equal(run.ToolPolicy, []string{"core.echo@1"}) || run.ToolGrants != nil {
-		t.Fatalf("service run grants %#v policy %#v", run.ToolGrants, run.ToolPolicy)
-	}
+	run, _ = b.st.GetRun(ctx, b.t1, fired.RunID)
+	require.True(t, slices.Equal(run.ToolPolicy, []string{"core.echo@1"}), "service run grants %#v policy %#v", run.ToolGrants, run.ToolPolicy)
+	require.Nil(t, run.ToolGrants, "service run grants %#v policy %#v", run.ToolGrants, run.ToolPolicy)
 	svc.ToolPolicy = []string{}
 	refired, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: in, IdempotencyKey: "sch_x@t"}, svc)
 	require.NoError(t, err, "repeated firing: %+v", refired)
@@ -649,9 +643,8 @@ func TestEnqueueChecksTheSnapshotMinusRevocations(t *testing.T) {
 	// Another user is not concerned; removing the revocation restores alice.
 	bob := trusted(b.t1, "notes.write")
 	bob.Actor.Sub = "bob"
-	if _, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: "kb"}, bob); err != nil {
-		t.Fatal(err)
-	}
+	_, err = b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: "kb"}, bob)
+	require.NoError(t, err)
 	require.NoError(t, b.st.Unrevoke(ctx, b.t1, "alice", "notes.write"))
 	acc, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: "k"}, trusted(b.t1, "notes.write"))
 	require.NoError(t, err, "after the revocation was removed: %+v", acc)
@@ -687,12 +680,10 @@ func TestRunsUnderTheLegacyWorkflowIDKeepWorking(t *testing.T) {
 	require.NoError(t, err, "repeat = %+v,", again)
 	require.False(t, again.Created, "repeat = %+v, %v", again, err)
 	require.Equal(t, first.RunID, again.RunID, "repeat = %+v, %v", again, err)
-	if p := startedParams(t, b.tc, legacy); p.RunID != first.RunID {
-		t.Fatalf("legacy workflow runs %s, want %s", p.RunID, first.RunID)
-	}
-	if _, err := b.tc.DescribeWorkflow(ctx, WorkflowID(b.t1, "items", "legacy"), ""); err == nil {
-		t.Fatal("a second workflow was started under the new id")
-	}
+	p := startedParams(t, b.tc, legacy)
+	require.Equal(t, first.RunID, p.RunID, "legacy workflow runs %s, want %s", p.RunID, first.RunID)
+	_, err = b.tc.DescribeWorkflow(ctx, WorkflowID(b.t1, "items", "legacy"), "")
+	require.Error(t, err, "a second workflow was started under the new id")
 	require.NoError(t, b.starter.Cancel(ctx, b.t1, first.RunID, execution.Actor{Kind: "user", Sub: "bob"}))
 	require.True(t, cancelRequested(t, b.tc, legacy), "the cancel did not reach the legacy workflow")
 }
