@@ -63,14 +63,12 @@ func TestRetentionKeepsBindingsForTheNamespaceRetention(t *testing.T) {
 	run := store.Run{RunID: uuid.NewString(), TenantID: "t1", WorkflowKey: "wf", Revision: 1, Checksum: "c", Mode: "live",
 		Input: json.RawMessage(`{}`), InputHash: "h", Origin: execution.Origin{Kind: "api"},
 		Actor: execution.Actor{Kind: "user", Sub: "ada"}, WorkflowID: "weft-retention-test"}
-	if _, _, err := st.CreateRun(ctx, run, "key-1"); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err = st.CreateRun(ctx, run, "key-1")
+	require.NoError(t, err)
 	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{{Key: "a", Type: "run.succeeded", At: now}},
 		&execution.RunUpdate{Status: execution.StatusSucceeded}))
-	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET finished_at = $2 WHERE run_id = $1`, run.RunID, finished); err != nil {
-		t.Fatal(err)
-	}
+	_, err = st.Pool.Exec(ctx, `UPDATE runs SET finished_at = $2 WHERE run_id = $1`, run.RunID, finished)
+	require.NoError(t, err)
 	if _, err := st.SaveScheduleFiringInput(ctx, "t1", "sch_x", "sch_x@old", json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
