@@ -107,9 +107,8 @@ func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler 
 	shuffled.Nodes, shuffled.Edges = slices.Clone(doc.Nodes), slices.Clone(doc.Edges)
 	rng.Shuffle(len(shuffled.Nodes), func(i, j int) { shuffled.Nodes[i], shuffled.Nodes[j] = shuffled.Nodes[j], shuffled.Nodes[i] })
 	rng.Shuffle(len(shuffled.Edges), func(i, j int) { shuffled.Edges[i], shuffled.Edges[j] = shuffled.Edges[j], shuffled.Edges[i] })
-	if raw, err = json.Marshal(shuffled); err != nil {
-		t.Fatal(err)
-	}
+	raw, err = json.Marshal(shuffled)
+	require.NoError(t, err)
 	generic, err := DecodeValue(raw)
 	require.NoError(t, err)
 	var text bytes.Buffer
