@@ -390,9 +390,8 @@ func TestRegistryList(t *testing.T) {
 	}
 	d, ok := b.reg.Lookup(KeyAgentName)
 	assert.False(t, !ok || !reflect.DeepEqual(d.RequiredBindings, []string{BindingAgentID}) || d.Scope != ScopeAgentsRead || d.Kind != KindText, "Lookup(agent.name) = %+v, %v", d, ok)
-	if _, ok := b.reg.Lookup("nope"); ok {
-		t.Error("Lookup(nope) found something")
-	}
+	_, ok = b.reg.Lookup("nope")
+	assert.False(t, ok, "Lookup(nope) found something")
 }
 
 func sorted(s []string) []string {
@@ -440,9 +439,8 @@ func TestGraphHelpers(t *testing.T) {
 		assert.Equal(t, c.unknown, got, "%s: Check = %q, want %q", c.name, got, c.unknown)
 		got = Scopes(c.template, c.bindings, defs)
 		assert.Equal(t, c.scopes, got, "%s: Scopes = %q, want %q", c.name, got, c.scopes)
-		if got := MissingBindings(c.template, c.bindings, defs); !reflect.DeepEqual(got, c.missing) {
-			t.Errorf("%s: MissingBindings = %q, want %q", c.name, got, c.missing)
-		}
+		got = MissingBindings(c.template, c.bindings, defs)
+		assert.Equal(t, c.missing, got, "%s: MissingBindings = %q, want %q", c.name, got, c.missing)
 	}
 }
 
