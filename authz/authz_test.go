@@ -28,9 +28,10 @@ func TestParseTools(t *testing.T) {
 	got, err = authz.ParseTools("toolGrants", nil)
 	require.Nil(t, got, "nil stays nil (not given): %#v %v", got, err)
 	require.NoError(t, err, "nil stays nil (not given): %#v", got)
-	if got, err := authz.ParseTools("toolGrants", []string{}); got == nil || len(got) != 0 || err != nil {
-		t.Fatalf("empty stays empty (nothing granted): %#v %v", got, err)
-	}
+	got, err = authz.ParseTools("toolGrants", []string{})
+	require.NotNil(t, got, "empty stays empty (nothing granted): %#v %v", got, err)
+	require.Empty(t, got, "empty stays empty (nothing granted): %#v %v", got, err)
+	require.NoError(t, err, "empty stays empty (nothing granted): %#v", got)
 	for _, bad := range []string{"", "core.echo", "core.echo@0", "core.echo@01", "@1", " core.echo@1", "a@b@1", "core.echo@x"} {
 		_, err := authz.ParseTools("toolGrants", []string{echo, bad})
 		var fe *failure.Error
@@ -80,12 +81,12 @@ func TestGrantOfAUserRun(t *testing.T) {
 	run.Revoked = nil
 	run.ToolGrants = []string{echo}
 	g = authz.FromRun(run)
-	if d := g.Tool(notes, needNotes); d.Allowed || !strings.Contains(d.Why, "toolGrants") || d.Missing != nil {
-		t.Fatalf("not granted: %+v", d)
-	}
-	if d := g.Tool(echo, nil); !d.Allowed {
-		t.Fatalf("granted: %+v", d)
-	}
+	d = g.Tool(notes, needNotes)
+	require.False(t, d.Allowed, "not granted: %+v", d)
+	require.Contains(t, d.Why, "toolGrants", "not granted: %+v", d)
+	require.Nil(t, d.Missing, "not granted: %+v", d)
+	d = g.Tool(echo, nil)
+	require.True(t, d.Allowed, "granted: %+v", d)
 	run.ToolGrants = []string{}
 	require.False(t, authz.FromRun(run).Tool(echo, nil).Allowed, "an empty toolGrants granted a tool")
 }
@@ -111,14 +112,14 @@ func TestGrantOfAServiceActorRun(t *testing.T) {
 	require.Equal(t, "it is not in schedule sch_1's tool policy", d.Why, "narrowed: %+v", d)
 	// Widened since: the policy when the run started still bounds it.
 	live.ToolPolicy = []string{echo, notes, "crm.write@1"}
-	if d := authz.FromRun(run).Tool("crm.write@1", nil); d.Allowed || !strings.Contains(d.Why, "when it started the run") {
-		t.Fatalf("widened: %+v", d)
-	}
+	d = authz.FromRun(run).Tool("crm.write@1", nil)
+	require.False(t, d.Allowed, "widened: %+v", d)
+	require.Contains(t, d.Why, "when it started the run", "widened: %+v", d)
 	// Deleted, or never there: no tool at all.
 	live.Deleted = true
-	if d := authz.FromRun(run).Tool(echo, nil); d.Allowed || !strings.Contains(d.Why, "was deleted") {
-		t.Fatalf("deleted: %+v", d)
-	}
+	d = authz.FromRun(run).Tool(echo, nil)
+	require.False(t, d.Allowed, "deleted: %+v", d)
+	require.Contains(t, d.Why, "was deleted", "deleted: %+v", d)
 	run.Bridge = &store.BridgeAuthority{Kind: "webhook", ID: "whk_x"}
 	if d := authz.FromRun(run).Tool(echo, nil); d.Allowed || !strings.Contains(d.Why, "has none") {
 		t.Fatalf("missing bridge: %+v", d)
