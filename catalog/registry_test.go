@@ -50,17 +50,14 @@ func TestRegistry(t *testing.T) {
 	_, ok := r.Lookup("core.echo", 2)
 	require.False(t, ok, "core.echo@2 should not resolve")
 	dup := catalog.Action{Contract: catalog.EchoV1, Handler: func(context.Context, catalog.Call) (json.RawMessage, error) { return nil, nil }}
-	if _, err := catalog.NewRegistry(append(catalog.Builtins(catalog.BuiltinDeps{}), dup)...); err == nil {
-		t.Fatal("duplicate id@version accepted")
-	}
-	if _, err := catalog.NewRegistry(catalog.Action{Contract: catalog.EchoV1}); err == nil {
-		t.Fatal("missing handler accepted")
-	}
+	_, err := catalog.NewRegistry(append(catalog.Builtins(catalog.BuiltinDeps{}), dup)...)
+	require.Error(t, err, "duplicate id@version accepted")
+	_, err = catalog.NewRegistry(catalog.Action{Contract: catalog.EchoV1})
+	require.Error(t, err, "missing handler accepted")
 	bad := catalog.EchoV1
 	bad.InputSchema = json.RawMessage(`{"type":7}`)
-	if _, err := catalog.NewRegistry(catalog.Action{Contract: bad, Handler: dup.Handler}); err == nil {
-		t.Fatal("uncompilable schema accepted")
-	}
+	_, err = catalog.NewRegistry(catalog.Action{Contract: bad, Handler: dup.Handler})
+	require.Error(t, err, "uncompilable schema accepted")
 }
 
 func TestContractHashMatchesPublication(t *testing.T) {
@@ -164,20 +161,17 @@ func TestNotesWriteOncePerKey(t *testing.T) {
 	require.True(t, ae.NonRetryable(), "conflict: %v", err)
 	require.Equal(t, execution.ErrIdempotencyConflict, ae.Type(), "conflict: %v", err)
 	c.IdempotencyKey = ""
-	if _, err = call(t, r, "workspace.notes.write", c); !appErr(t, err).NonRetryable() {
-		t.Fatal("unkeyed write not refused")
-	}
+	_, err = call(t, r, "workspace.notes.write", c)
+	require.True(t, appErr(t, err).NonRetryable(), "unkeyed write not refused")
 	// Nor is an unattributed one written.
 	anon := c
 	anon.IdempotencyKey, anon.Actor, anon.Input = "t1/r1/anon", execution.Actor{}, json.RawMessage(`{"title":"A","body":1}`)
-	if _, err = call(t, r, "workspace.notes.write", anon); !appErr(t, err).NonRetryable() {
-		t.Fatal("unattributed write not refused")
-	}
+	_, err = call(t, r, "workspace.notes.write", anon)
+	require.True(t, appErr(t, err).NonRetryable(), "unattributed write not refused")
 	// Without a store the action is unavailable, never a fake success.
 	none := builtinRegistry(t, catalog.BuiltinDeps{})
-	if _, err := call(t, none, "workspace.notes.write", c); appErr(t, err).Type() != execution.ErrActionUnavailable {
-		t.Fatalf("no store: %v", err)
-	}
+	_, err = call(t, none, "workspace.notes.write", c)
+	require.Equal(t, execution.ErrActionUnavailable, appErr(t, err).Type(), "no store: %v", err)
 }
 
 func TestHTTPFetchBounded(t *testing.T) {
@@ -225,10 +219,8 @@ func TestHTTPFetchBounded(t *testing.T) {
 	_, err = fetch(ctx, srv.URL+"/slow")
 	require.ErrorIs(t, err, context.DeadlineExceeded, "slow: %v after %v", err, time.Since(start))
 	require.LessOrEqual(t, time.Since(start), time.Duration(2*time.Second), "slow: %v after %v", err, time.Since(start))
-	if _, err := fetch(context.Background(), srv.URL+"/down"); appErr(t, err).NonRetryable() {
-		t.Fatal("5xx should be retryable")
-	}
-	if _, err := fetch(context.Background(), "file:///etc/passwd"); !appErr(t, err).NonRetryable() {
-		t.Fatal("file URL should be refused")
-	}
+	_, err = fetch(context.Background(), srv.URL+"/down")
+	require.False(t, appErr(t, err).NonRetryable(), "5xx should be retryable")
+	_, err = fetch(context.Background(), "file:///etc/passwd")
+	require.True(t, appErr(t, err).NonRetryable(), "file URL should be refused")
 }
