@@ -112,14 +112,12 @@ func TestComposeTemporalMatchesDevServer(t *testing.T) {
 		}
 	}
 	assert.True(t, persisted, "the SQLite file %s is not on a volume: %v", cmd[db+1], tmp.Volumes)
-	if pragmas := devserver.PragmaArgs(); !containsRun(cmd, pragmas) {
-		t.Errorf("temporal lacks the SQLite pragmas of weft dev %v: %v", pragmas, cmd)
-	}
+	pragmas := devserver.PragmaArgs()
+	assert.True(t, containsRun(cmd, pragmas), "temporal lacks the SQLite pragmas of weft dev %v: %v", pragmas, cmd)
 
 	ui := service(t, p, "temporal-ui")
-	if got := env(t, ui, "TEMPORAL_ADDRESS"); got != "temporal:7233" {
-		t.Errorf("temporal-ui TEMPORAL_ADDRESS = %q", got)
-	}
+	got := env(t, ui, "TEMPORAL_ADDRESS")
+	assert.Equal(t, "temporal:7233", got, "temporal-ui TEMPORAL_ADDRESS = %q", got)
 	assert.True(t, publishes(ui, "8233", 8080), "temporal-ui must publish the Web UI on 8233 like `weft dev`: %v", ui.Ports)
 }
 
@@ -142,12 +140,10 @@ func TestComposeWeftServices(t *testing.T) {
 		assert.False(t, s.Build == nil || filepath.Clean(s.Build.Context) != root, "%s must build the weft image from the repository: %+v", s.Name, s.Build)
 		got := env(t, s, "TEMPORAL_NAMESPACE")
 		assert.Equal(t, defaults.TemporalNamespace, got, "%s TEMPORAL_NAMESPACE = %q, want %q", s.Name, got, defaults.TemporalNamespace)
-		if got := env(t, s, "WEFT_TASK_QUEUE"); got != defaults.TaskQueue {
-			t.Errorf("%s WEFT_TASK_QUEUE = %q, want %q", s.Name, got, defaults.TaskQueue)
-		}
-		if got := env(t, s, "TEMPORAL_ADDRESS"); got != "temporal:7233" {
-			t.Errorf("%s TEMPORAL_ADDRESS = %q", s.Name, got)
-		}
+		got = env(t, s, "WEFT_TASK_QUEUE")
+		assert.Equal(t, defaults.TaskQueue, got, "%s WEFT_TASK_QUEUE = %q, want %q", s.Name, got, defaults.TaskQueue)
+		got = env(t, s, "TEMPORAL_ADDRESS")
+		assert.Equal(t, "temporal:7233", got, "%s TEMPORAL_ADDRESS = %q", s.Name, got)
 		u, err := url.Parse(env(t, s, "DATABASE_URL"))
 		assert.False(t, err != nil || u.Hostname() != "postgres", "%s DATABASE_URL must point at the postgres service: %v %v", s.Name, u, err)
 		assert.GreaterOrEqual(t, len(env(t, s, "WEFT_JWT_SECRET")), 16, "%s WEFT_JWT_SECRET must have a usable default", s.Name)

@@ -2,7 +2,6 @@ package devserver_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"slices"
@@ -83,12 +82,10 @@ func TestStartStop(t *testing.T) {
 		t.Fatal("Stop returned before the process exited")
 	}
 	require.False(t, alive(p.Pid()), "dev server %d still alive after Stop", p.Pid())
-	if err := p.Err(); err != nil {
-		t.Fatalf("Err after Stop = %v, want nil", err)
-	}
-	if _, err := os.Stat(devserver.PIDFile(dir)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("pid file left behind: %v", err)
-	}
+	err = p.Err()
+	require.NoError(t, err, "Err after Stop = %v, want nil", err)
+	_, err = os.Stat(devserver.PIDFile(dir))
+	require.ErrorIs(t, err, os.ErrNotExist, "pid file left behind: %v", err)
 	if err := p.Stop(); err != nil { // idempotent
 		t.Fatal(err)
 	}
@@ -143,11 +140,11 @@ func TestRegisterSearchAttributes(t *testing.T) {
 	added, err := temporalclient.RegisterSearchAttributes(ctx, c, "default")
 	require.NoError(t, err)
 	require.Len(t, added, len(execution.SearchAttributeTypes), "added = %v", added)
-	if missing, err := temporalclient.MissingSearchAttributes(ctx, c, "default"); err != nil || len(missing) > 0 {
-		t.Fatalf("after register: missing %v, err %v", missing, err)
-	}
+	missing, err = temporalclient.MissingSearchAttributes(ctx, c, "default")
+	require.NoError(t, err, "after register: missing %v, err", missing)
+	require.Empty(t, missing, "after register: missing %v, err %v", missing, err)
 	// Registering again is a no-op.
-	if added, err := temporalclient.RegisterSearchAttributes(ctx, c, "default"); err != nil || len(added) > 0 {
-		t.Fatalf("second register: added %v, err %v", added, err)
-	}
+	added, err = temporalclient.RegisterSearchAttributes(ctx, c, "default")
+	require.NoError(t, err, "second register: added %v, err", added)
+	require.Empty(t, added, "second register: added %v, err %v", added, err)
 }

@@ -164,9 +164,8 @@ func TestClientVerbs(t *testing.T) {
 	r = weftCLI(t, nil, "validate", echo)
 	require.Equal(t, 0, r.code, "validate echo:\n%s", r)
 	require.Contains(t, r.stdout, "valid (3 nodes, 2 edges)", "validate echo:\n%s", r)
-	if r = weftCLI(t, nil, "validate", sleep); r.code != 0 {
-		t.Fatalf("validate sleep:\n%s", r)
-	}
+	r = weftCLI(t, nil, "validate", sleep)
+	require.Equal(t, 0, r.code, "validate sleep:\n%s", r)
 
 	// Server verbs need a token.
 	r = weftCLI(t, []string{"WEFT_URL=" + d.apiURL, "WEFT_TOKEN="}, "runs")
@@ -199,9 +198,8 @@ func TestClientVerbs(t *testing.T) {
 	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "cannot reach the weft API at http://127.0.0.1:1") || !strings.Contains(r.stderr, "WEFT_URL"), "unreachable API:\n%s", r)
 
 	// A draft may hold issues; publishing it fails with every issue.
-	if r = weftCLI(t, env, "push", bad, "--key", "bad"); r.code != 0 {
-		t.Fatalf("push bad:\n%s", r)
-	}
+	r = weftCLI(t, env, "push", bad, "--key", "bad")
+	require.Equal(t, 0, r.code, "push bad:\n%s", r)
 	r = weftCLI(t, env, "publish", "bad")
 	assert.False(t, r.code != 1 || !strings.Contains(r.stdout, "MISSING_DEPENDENCY /nodes/1/action") ||
 		!strings.Contains(r.stdout, "DANGLING_EDGE /edges/1/to") || !strings.Contains(r.stderr, "INVALID_GRAPH"), "publish bad:\n%s", r)
@@ -226,23 +224,20 @@ func TestClientVerbs(t *testing.T) {
 	r = weftCLI(t, env, "run", "echo", "--input", `{"n":2}`, "--idempotency-key", "k-1")
 	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, `details: {`) ||
 		!strings.Contains(r.stderr, `"runId": "`), "same key, other input (the refusal's details printed):\n%s", r)
-	if r = weftCLI(t, env, "run", "echo", "--input", `{nope`); r.code != 1 || !strings.Contains(r.stderr, "--input is not valid JSON") {
-		t.Errorf("bad input:\n%s", r)
-	}
+	r = weftCLI(t, env, "run", "echo", "--input", `{nope`)
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "--input is not valid JSON"), "bad input:\n%s", r)
 	// Tool grants are shown and bound with the key: --no-tools is another request.
 	r = weftCLI(t, env, "run", "echo", "--input", `{"n":3}`, "--idempotency-key", "k-g", "--tool-grant", "core.echo@1", "--tool-grant", "core.sleep@1")
 	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, "tool grants: core.echo@1, core.sleep@1"), "run --tool-grant:\n%s", r)
 	r = weftCLI(t, env, "run", "echo", "--input", `{"n":3}`, "--idempotency-key", "k-g", "--no-tools")
 	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, "toolGrants"), "same key, no tools:\n%s", r)
-	if r = weftCLI(t, env, "run", "echo", "--tool-grant", "core.echo"); r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") {
-		t.Errorf("malformed grant:\n%s", r)
-	}
+	r = weftCLI(t, env, "run", "echo", "--tool-grant", "core.echo")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST"), "malformed grant:\n%s", r)
 
 	// A failing run: --wait exits 1.
 	weftCLI(t, env, "push", fail, "--key", "fail")
-	if r = weftCLI(t, env, "publish", "fail"); r.code != 0 {
-		t.Fatalf("publish fail:\n%s", r)
-	}
+	r = weftCLI(t, env, "publish", "fail")
+	require.Equal(t, 0, r.code, "publish fail:\n%s", r)
 	r = weftCLI(t, env, "run", "fail", "--wait")
 	assert.False(t, r.code != 1 || !strings.Contains(r.stdout, "node.attempt.failed") || !strings.Contains(r.stdout, " failed in ") ||
 		!strings.Contains(r.stdout, "NODE_FAILED"), "run fail --wait: want exit 1 and the failure\n%s", r)
@@ -250,12 +245,10 @@ func TestClientVerbs(t *testing.T) {
 	// runs: filtered by key and status.
 	r = weftCLI(t, env, "runs", "--key", "echo", "--status", "succeeded")
 	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, echoRun) || !strings.Contains(r.stdout, "RUN ID"), "runs --key echo:\n%s", r)
-	if r = weftCLI(t, env, "runs", "--key", "fail"); r.code != 0 || strings.Contains(r.stdout, echoRun) || !strings.Contains(r.stdout, "failed") {
-		t.Errorf("runs --key fail:\n%s", r)
-	}
-	if r = weftCLI(t, env, "runs", "--status", "sideways"); r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") {
-		t.Errorf("runs bad status:\n%s", r)
-	}
+	r = weftCLI(t, env, "runs", "--key", "fail")
+	assert.False(t, r.code != 0 || strings.Contains(r.stdout, echoRun) || !strings.Contains(r.stdout, "failed"), "runs --key fail:\n%s", r)
+	r = weftCLI(t, env, "runs", "--status", "sideways")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST"), "runs bad status:\n%s", r)
 
 	// events: the whole log in order.
 	r = weftCLI(t, env, "events", echoRun)
@@ -263,12 +256,10 @@ func TestClientVerbs(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	assert.False(t, len(lines) < 5 || !strings.Contains(lines[0], "run.started") || !strings.Contains(lines[len(lines)-1], "run.succeeded") ||
 		!strings.HasPrefix(strings.TrimSpace(lines[0]), "1 "), "events:\n%s", r)
-	if r = weftCLI(t, env, "events", "--json", echoRun); r.code != 0 || !strings.Contains(r.stdout, `"type":"run.started"`) {
-		t.Errorf("events --json:\n%s", r)
-	}
-	if r = weftCLI(t, env, "events", "00000000-0000-0000-0000-000000000000"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
-		t.Errorf("events of no run:\n%s", r)
-	}
+	r = weftCLI(t, env, "events", "--json", echoRun)
+	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, `"type":"run.started"`), "events --json:\n%s", r)
+	r = weftCLI(t, env, "events", "00000000-0000-0000-0000-000000000000")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND"), "events of no run:\n%s", r)
 
 	// verify: the chain is intact; an edited event breaks it at its seq.
 	r = weftCLI(t, env, "verify", echoRun)
@@ -281,14 +272,12 @@ func TestClientVerbs(t *testing.T) {
 	_ = conn.Close(context.Background())
 	r = weftCLI(t, env, "verify", echoRun)
 	assert.False(t, r.code != 1 || !strings.Contains(r.stdout, "event chain BROKEN at seq 2 of ") || !strings.Contains(r.stdout, "does not match its hash"), "verify an edited chain:\n%s", r)
-	if r = weftCLI(t, env, "verify", "00000000-0000-0000-0000-000000000000"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
-		t.Errorf("verify no run:\n%s", r)
-	}
+	r = weftCLI(t, env, "verify", "00000000-0000-0000-0000-000000000000")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND"), "verify no run:\n%s", r)
 
 	// cancel: a long core.sleep run ends cancelled.
-	if r = weftCLI(t, env, "push", sleep, "--key", "sleepy"); r.code != 0 {
-		t.Fatalf("push sleep:\n%s", r)
-	}
+	r = weftCLI(t, env, "push", sleep, "--key", "sleepy")
+	require.Equal(t, 0, r.code, "push sleep:\n%s", r)
 	weftCLI(t, env, "publish", "sleepy")
 	r = weftCLI(t, env, "run", "sleepy", "--input", `{"ms":120000}`)
 	require.Equal(t, 0, r.code, "run sleepy:\n%s", r)
@@ -304,23 +293,19 @@ func TestClientVerbs(t *testing.T) {
 	require.Equal(t, 0, r.code, "cancel --wait:\n%s", r)
 	require.Contains(t, r.stdout, "cancel requested: run "+sleepRun, "cancel --wait:\n%s", r)
 	require.Contains(t, r.stdout, "run "+sleepRun+" cancelled", "cancel --wait:\n%s", r)
-	if f := <-followed; f.code != 0 || !strings.Contains(f.stdout, "run.cancel.requested") || !strings.Contains(lastLine(f.stdout), "run.cancelled") {
-		t.Errorf("events --follow of the cancelled run:\n%s", f)
-	}
+	f := <-followed
+	assert.False(t, f.code != 0 || !strings.Contains(f.stdout, "run.cancel.requested") || !strings.Contains(lastLine(f.stdout), "run.cancelled"), "events --follow of the cancelled run:\n%s", f)
 	r = weftCLI(t, env, "events", sleepRun)
 	assert.False(t, !strings.Contains(r.stdout, "run.cancel.requested") || !strings.Contains(r.stdout, "run.cancelled"), "events of the cancelled run:\n%s", r)
-	if r = weftCLI(t, env, "cancel", sleepRun); r.code != 1 || !strings.Contains(r.stderr, "RUN_NOT_ACTIVE") {
-		t.Errorf("cancel again:\n%s", r)
-	}
-	if r = weftCLI(t, env, "runs", "--status", "cancelled"); !strings.Contains(r.stdout, sleepRun) {
-		t.Errorf("runs --status cancelled:\n%s", r)
-	}
+	r = weftCLI(t, env, "cancel", sleepRun)
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "RUN_NOT_ACTIVE"), "cancel again:\n%s", r)
+	r = weftCLI(t, env, "runs", "--status", "cancelled")
+	assert.Contains(t, r.stdout, sleepRun, "runs --status cancelled:\n%s", r)
 
 	// approve, reject, approvals: a run waiting for a decision.
 	gated := writeFile(t, dir, "gated.yaml", gatedYAML)
-	if r = weftCLI(t, env, "push", gated, "--key", "gated"); r.code != 0 {
-		t.Fatalf("push gated:\n%s", r)
-	}
+	r = weftCLI(t, env, "push", gated, "--key", "gated")
+	require.Equal(t, 0, r.code, "push gated:\n%s", r)
 	weftCLI(t, env, "publish", "gated")
 	var gatedRuns []string
 	for range 2 {
@@ -332,21 +317,17 @@ func TestClientVerbs(t *testing.T) {
 		r := weftCLI(t, env, "approvals", "--status", "pending")
 		return strings.Contains(r.stdout, gatedRuns[0]) && strings.Contains(r.stdout, gatedRuns[1])
 	})
-	if r = weftCLI(t, env, "approvals", "--status", "pending"); !strings.Contains(r.stdout, "approval node") {
-		t.Errorf("approvals --status pending:\n%s", r)
-	}
+	r = weftCLI(t, env, "approvals", "--status", "pending")
+	assert.Contains(t, r.stdout, "approval node", "approvals --status pending:\n%s", r)
 	r = weftCLI(t, env, "approve", gatedRuns[0], "ok", "--comment", "looks right")
 	require.Equal(t, 0, r.code, "approve:\n%s", r)
 	require.Contains(t, r.stdout, "run "+gatedRuns[0]+" node ok: request 1 approved", "approve:\n%s", r)
-	if r = weftCLI(t, env, "reject", gatedRuns[0], "ok"); r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_ALREADY_DECIDED") {
-		t.Errorf("reject after approve:\n%s", r)
-	}
-	if r = weftCLI(t, env, "reject", gatedRuns[1], "ok"); r.code != 0 || !strings.Contains(r.stdout, "request 1 rejected") {
-		t.Errorf("reject:\n%s", r)
-	}
-	if r = weftCLI(t, env, "approve", gatedRuns[1], "in"); r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_NOT_WAITING") {
-		t.Errorf("approve a node that never waits:\n%s", r)
-	}
+	r = weftCLI(t, env, "reject", gatedRuns[0], "ok")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_ALREADY_DECIDED"), "reject after approve:\n%s", r)
+	r = weftCLI(t, env, "reject", gatedRuns[1], "ok")
+	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, "request 1 rejected"), "reject:\n%s", r)
+	r = weftCLI(t, env, "approve", gatedRuns[1], "in")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_NOT_WAITING"), "approve a node that never waits:\n%s", r)
 	r = weftCLI(t, env, "approvals", "--run", gatedRuns[0])
 	assert.False(t, !strings.Contains(r.stdout, "approved") || !strings.Contains(r.stdout, "dev-user"), "approvals --run:\n%s", r)
 }

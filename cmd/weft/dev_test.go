@@ -177,9 +177,8 @@ func startDev(t *testing.T) *devInstance {
 	}
 	b, err := os.ReadFile(devserver.PIDFile(d.dataDir))
 	require.NoError(t, err, "dev server pid file")
-	if d.devPID, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
-		t.Fatal(err)
-	}
+	d.devPID, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
 	return d
 }
 
@@ -260,12 +259,10 @@ func TestDev(t *testing.T) {
 		// The printed token authenticates; a missing or forged one does not.
 		code := d.get("/v1/workflows", "")
 		assert.Equal(t, http.StatusUnauthorized, code, "no token: %d, want 401", code)
-		if code := d.get("/v1/workflows", d.token+"x"); code != http.StatusUnauthorized {
-			t.Errorf("forged token: %d, want 401", code)
-		}
-		if code := d.get("/v1/workflows", d.token); code != http.StatusOK {
-			t.Errorf("GET /v1/workflows with the dev token: %d, want 200", code)
-		}
+		code = d.get("/v1/workflows", d.token+"x")
+		assert.Equal(t, http.StatusUnauthorized, code, "forged token: %d, want 401", code)
+		code = d.get("/v1/workflows", d.token)
+		assert.Equal(t, http.StatusOK, code, "GET /v1/workflows with the dev token: %d, want 200", code)
 	}
 	// Each instance has its own secret in its data dir.
 	if code := a.get("/v1/workflows", b.token); code != http.StatusUnauthorized {
@@ -336,9 +333,8 @@ func TestDevRestartKeepsState(t *testing.T) {
 
 	restarted := restartDev(t, a)
 	restarted.waitReady()
-	if code := restarted.get("/v1/workflows", first); code != http.StatusOK {
-		t.Errorf("token from the first start: %d, want 200 after restart", code)
-	}
+	code := restarted.get("/v1/workflows", first)
+	assert.Equal(t, http.StatusOK, code, "token from the first start: %d, want 200 after restart", code)
 }
 
 // restartDev starts weft dev again with a's data dir, ports and database.

@@ -50,21 +50,17 @@ func TestLimitsVerbs(t *testing.T) {
 	r := weftCLI(t, reader, "limits")
 	require.Equal(t, 0, r.code, "limits of none:\n%s", r)
 	require.Equal(t, "tenant: max concurrent runs none; 0 running, 0 throttled", strings.TrimSpace(r.stdout), "limits of none:\n%s", r)
-	if r = weftCLI(t, reader, "limits", "set", "--max-concurrent-runs", "3"); r.code != 1 || !strings.Contains(r.stderr, "MISSING_SCOPE") {
-		t.Errorf("set without limits.manage:\n%s", r)
-	}
+	r = weftCLI(t, reader, "limits", "set", "--max-concurrent-runs", "3")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "MISSING_SCOPE"), "set without limits.manage:\n%s", r)
 	r = weftCLI(t, env, "limits", "set", "--workflow", "echo", "--max-concurrent-runs", "1", "--budget-tokens", "5000")
 	require.Equal(t, 0, r.code, "set workflow limits:\n%s", r)
 	require.Contains(t, r.stdout, "workflow echo: max concurrent runs 1, max starts per minute none, budget 5000 tokens; 0 running, 0 throttled", "set workflow limits:\n%s", r)
-	if r = weftCLI(t, env, "limits", "set", "--workflow", "echo", "--max-concurrent-runs", "0"); r.code == 0 {
-		t.Errorf("a cap of 0:\n%s", r)
-	}
-	if r = weftCLI(t, env, "limits", "set", "--max-starts-per-minute", "3"); r.code != 1 || !strings.Contains(r.stderr, "--workflow") {
-		t.Errorf("a start rate for the tenant:\n%s", r)
-	}
-	if r = weftCLI(t, env, "limits", "set", "--workflow", "nope", "--max-concurrent-runs", "2"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
-		t.Errorf("limits of no workflow:\n%s", r)
-	}
+	r = weftCLI(t, env, "limits", "set", "--workflow", "echo", "--max-concurrent-runs", "0")
+	assert.NotEqual(t, 0, r.code, "a cap of 0:\n%s", r)
+	r = weftCLI(t, env, "limits", "set", "--max-starts-per-minute", "3")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "--workflow"), "a start rate for the tenant:\n%s", r)
+	r = weftCLI(t, env, "limits", "set", "--workflow", "nope", "--max-concurrent-runs", "2")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND"), "limits of no workflow:\n%s", r)
 
 	first := weftCLI(t, env, "run", "echo", "--input", `{"n":1}`)
 	require.Equal(t, 0, first.code, "first run:\n%s", first)
@@ -76,9 +72,8 @@ func TestLimitsVerbs(t *testing.T) {
 	require.Contains(t, second.stdout, "waiting for a slot", "second run:\n%s", second)
 	require.Contains(t, second.stdout, "budget: 5000 tokens, $0.5", "second run:\n%s", second)
 	secondID := runIDOf(t, second)
-	if r = weftCLI(t, env, "runs", "--status", "throttled"); r.code != 0 || !regexp.MustCompile(secondID+`\s+echo\s+1\s+live\s+throttled #1`).MatchString(r.stdout) {
-		t.Errorf("runs --status throttled:\n%s", r)
-	}
+	r = weftCLI(t, env, "runs", "--status", "throttled")
+	assert.False(t, r.code != 0 || !regexp.MustCompile(secondID+`\s+echo\s+1\s+live\s+throttled #1`).MatchString(r.stdout), "runs --status throttled:\n%s", r)
 	r = weftCLI(t, reader, "limits")
 	assert.False(t, r.code != 0 || !regexp.MustCompile(`(?m)^echo\s+1\s+none\s+5000 tokens\s+1\s+1\s+1\s*$`).MatchString(r.stdout), "limits with one run waiting:\n%s", r)
 

@@ -94,9 +94,8 @@ func TestPullPushRoundTrip(t *testing.T) {
 		got := sumOf(checksumLine, must("valid (4 nodes, 3 edges)", "validate", f))
 		assert.Equal(t, want, got, "weft validate %s: checksum %s, want %s", f, got, want)
 		must("pushed "+key+": draft revision 1", "push", f, "--key", key)
-		if got := sumOf(publishedLine, must("published "+key+" revision 1", "publish", key)); got != want {
-			t.Errorf("%s published to checksum %s, want %s", f, got, want)
-		}
+		got = sumOf(publishedLine, must("published "+key+" revision 1", "publish", key))
+		assert.Equal(t, want, got, "%s published to checksum %s, want %s", f, got, want)
 	}
 
 	// Two authors pull draft 1; the second pushes a change first. The
@@ -131,9 +130,8 @@ func TestPullPushRoundTrip(t *testing.T) {
 		require.Contains(t, r.stderr, "push gate refused, nothing saved: gate's latest draft is 2, not draft 1", "a push over a newer draft must be refused:\n%s", r)
 		require.Contains(t, r.stderr, "--force", "a push over a newer draft must be refused:\n%s", r)
 	}
-	if r := weftCLI(t, env, "pull", "gate", "--draft", "3"); r.code != 1 {
-		t.Fatalf("a refused push saved a draft:\n%s", r)
-	}
+	r := weftCLI(t, env, "pull", "gate", "--draft", "3")
+	require.Equal(t, 1, r.code, "a refused push saved a draft:\n%s", r)
 	if r := weftCLI(t, env, "push", alice, "--key", "gate", "--force", "--expected-revision", "2"); r.code != 1 || !strings.Contains(r.stderr, "give one of them") {
 		t.Errorf("--force with --expected-revision:\n%s", r)
 	}

@@ -91,9 +91,9 @@ func TestReadmeBlocksParse(t *testing.T) {
 	md := "# x\n\n```sh\necho one\n```\n\n<!-- readme-test: skip (needs Docker) -->\n- item:\n\n  ```sh\n  docker compose up\n  ```\n\n```json\n{}\n```\n"
 	// The marker sits right before its block: a list item's text between
 	// them is refused.
-	if _, err := readmeBlocks(md); err == nil || !strings.Contains(err.Error(), "not followed by a shell block") {
-		t.Fatalf("a marker separated from its block: %v", err)
-	}
+	_, err := readmeBlocks(md)
+	require.Error(t, err, "a marker separated from its block: %v", err)
+	require.Contains(t, err.Error(), "not followed by a shell block", "a marker separated from its block: %v", err)
 	md = "```sh\necho one\n```\n\n<!-- readme-test: skip (needs Docker) -->\n  ```sh\n  docker compose up\n  ```\n```json\n{}\n```\n"
 	blocks, err := readmeBlocks(md)
 	require.NoError(t, err)

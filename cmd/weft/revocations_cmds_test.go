@@ -56,20 +56,17 @@ func TestRevocationVerbs(t *testing.T) {
 		{"--sub", "alice", "--scope", "runs.execute"},
 		{"--sub", "bob", "--scope", "schedules.manage"},
 	} {
-		if r = weftCLI(t, ops, append([]string{"revocations", "add"}, args...)...); r.code != 0 {
-			t.Fatalf("add %v:\n%s", args, r)
-		}
+		r = weftCLI(t, ops, append([]string{"revocations", "add"}, args...)...)
+		require.Equal(t, 0, r.code, "add %v:\n%s", args, r)
 	}
 
 	// Refusals: a scope with a space (the API's code), missing flags.
 	r = weftCLI(t, ops, "revocations", "add", "--sub", "alice", "--scope", "crm write")
 	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") || !strings.Contains(r.stderr, "crm write"), "add of a scope with a space:\n%s", r)
-	if r = weftCLI(t, ops, "revocations", "add", "--sub", "alice"); r.code != 1 || !strings.Contains(r.stderr, "scope") {
-		t.Errorf("add without --scope:\n%s", r)
-	}
-	if r = weftCLI(t, ops, "revocations", "remove", "--sub", "", "--scope", "notes.write"); r.code != 1 {
-		t.Errorf("remove with an empty --sub:\n%s", r)
-	}
+	r = weftCLI(t, ops, "revocations", "add", "--sub", "alice")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "scope"), "add without --scope:\n%s", r)
+	r = weftCLI(t, ops, "revocations", "remove", "--sub", "", "--scope", "notes.write")
+	assert.Equal(t, 1, r.code, "remove with an empty --sub:\n%s", r)
 
 	// list: every page (--limit 1 is one row per request), by sub then
 	// scope; --sub narrows it.
@@ -82,13 +79,11 @@ func TestRevocationVerbs(t *testing.T) {
 		f := strings.Fields(l)
 		rows = append(rows, f[0]+" "+f[1])
 	}
-	if want := []string{"alice notes.write", "alice runs.execute", "bob schedules.manage", "team/ops runs.execute"}; !slices.Equal(rows, want) {
-		t.Errorf("list rows = %v, want %v\n%s", rows, want, r)
-	}
+	want := []string{"alice notes.write", "alice runs.execute", "bob schedules.manage", "team/ops runs.execute"}
+	assert.True(t, slices.Equal(rows, want), "list rows = %v, want %v\n%s", rows, want, r)
 	r = weftCLI(t, ops, "revocations", "list", "--sub", "team/ops")
-	if lines = strings.Split(strings.TrimSpace(r.stdout), "\n"); r.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "team/ops  runs.execute  ") {
-		t.Errorf("list --sub team/ops:\n%s", r)
-	}
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	assert.False(t, r.code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "team/ops  runs.execute  "), "list --sub team/ops:\n%s", r)
 
 	// remove: a sub with '/' reaches the API escaped; a second remove is NOT_FOUND.
 	r = weftCLI(t, ops, "revocations", "remove", "--sub", "team/ops", "--scope", "runs.execute")
@@ -103,12 +98,10 @@ func TestRevocationVerbs(t *testing.T) {
 	// Another tenant sees and removes nothing of acme's; a token without
 	// revocations.manage is refused.
 	other := as("globex", "mallory", auth.AllScopes...)
-	if r = weftCLI(t, other, "revocations", "list"); r.code != 0 || strings.Contains(r.stdout, "alice") {
-		t.Errorf("another tenant's list:\n%s", r)
-	}
-	if r = weftCLI(t, other, "revocations", "remove", "--sub", "alice", "--scope", "notes.write"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
-		t.Errorf("another tenant's remove:\n%s", r)
-	}
+	r = weftCLI(t, other, "revocations", "list")
+	assert.False(t, r.code != 0 || strings.Contains(r.stdout, "alice"), "another tenant's list:\n%s", r)
+	r = weftCLI(t, other, "revocations", "remove", "--sub", "alice", "--scope", "notes.write")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND"), "another tenant's remove:\n%s", r)
 	if got := revoked("alice"); !slices.Equal(got, []string{"notes.write", "runs.execute"}) {
 		t.Errorf("alice's revoked scopes after another tenant's remove = %v", got)
 	}

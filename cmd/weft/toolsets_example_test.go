@@ -107,9 +107,8 @@ func TestToolsetsExample(t *testing.T) {
 	require.Contains(t, r.stdout, "pushed toolsets-demo: draft revision 1", "push:\n%s", r)
 	require.Contains(t, r.stdout, "toolset shared from "+filepath.Join(project, "tools", "shared")+": 3 tool(s)", "push:\n%s", r)
 	require.Contains(t, r.stdout, "toolset report from "+filepath.Join(project, "tools", "report")+": 1 tool(s)", "push:\n%s", r)
-	if r = weftCLI(t, env, "publish", "toolsets-demo"); r.code != 0 {
-		t.Fatalf("publish:\n%s", r)
-	}
+	r = weftCLI(t, env, "publish", "toolsets-demo")
+	require.Equal(t, 0, r.code, "publish:\n%s", r)
 	sum1, pinned := revisionToolsets(t, d, "toolsets-demo", 1)
 	skill, _ := os.ReadFile(filepath.Join(project, "tools", "report", "SKILL.md"))
 	report := pinned["report"].(map[string]any)
@@ -141,12 +140,12 @@ func TestToolsetsExample(t *testing.T) {
 	r = weftCLI(t, env, "push", wf, "--key", "toolsets-demo")
 	require.Equal(t, 0, r.code, "push after edit:\n%s", r)
 	require.Contains(t, r.stdout, "draft revision 2", "push after edit:\n%s", r)
-	if sum, again := revisionToolsets(t, d, "toolsets-demo", 1); sum != sum1 || again["report"].(map[string]any)["skill"] != string(skill) {
-		t.Fatalf("revision 1 changed after a new push: %s %v", sum, again)
-	}
-	if r = weftCLI(t, env, "publish", "toolsets-demo"); r.code != 0 || !strings.Contains(r.stdout, "revision 2 from draft 2") {
-		t.Fatalf("publish after edit:\n%s", r)
-	}
+	sum, again = revisionToolsets(t, d, "toolsets-demo", 1)
+	require.Equal(t, sum1, sum, "revision 1 changed after a new push: %s %v", sum, again)
+	require.True(t, again["report"].(map[string]any)["skill"] == string(skill), "revision 1 changed after a new push: %s %v", sum, again)
+	r = weftCLI(t, env, "publish", "toolsets-demo")
+	require.Equal(t, 0, r.code, "publish after edit:\n%s", r)
+	require.Contains(t, r.stdout, "revision 2 from draft 2", "publish after edit:\n%s", r)
 	sum2, now := revisionToolsets(t, d, "toolsets-demo", 2)
 	require.NotEqual(t, sum1, sum2, "revision 2: %s %v", sum2, now)
 	require.True(t, now["report"].(map[string]any)["skill"] == "# Report tools\n\nSay less.\n", "revision 2: %s %v", sum2, now)
