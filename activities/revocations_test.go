@@ -48,15 +48,13 @@ func TestRevocationsAreRecheckedPerAttempt(t *testing.T) {
 	require.NoError(t, err, "another user's run is unaffected")
 	other := in
 	other.Actor.ConfiguredBy = "bob"
-	if _, err := b.runNode(other); err != nil {
-		t.Fatalf("another creator's service actor is unaffected: %v", err)
-	}
+	_, err = b.runNode(other)
+	require.NoError(t, err, "another creator's service actor is unaffected")
 	// Removing the revocation gives the scope back from the next attempt on.
 	require.NoError(t, b.st.Unrevoke(ctx, tenant, "ada", "notes.write"))
 	user.Attempt = 4
-	if _, err := b.runNode(user); err != nil {
-		t.Fatalf("after the revocation was removed: %v", err)
-	}
+	_, err = b.runNode(user)
+	require.NoError(t, err, "after the revocation was removed")
 
 	// A revocation that cannot be read fails the attempt retryably: the
 	// node never runs on scopes it may have lost.

@@ -2,7 +2,6 @@ package authz_test
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -121,9 +120,9 @@ func TestGrantOfAServiceActorRun(t *testing.T) {
 	require.False(t, d.Allowed, "deleted: %+v", d)
 	require.Contains(t, d.Why, "was deleted", "deleted: %+v", d)
 	run.Bridge = &store.BridgeAuthority{Kind: "webhook", ID: "whk_x"}
-	if d := authz.FromRun(run).Tool(echo, nil); d.Allowed || !strings.Contains(d.Why, "has none") {
-		t.Fatalf("missing bridge: %+v", d)
-	}
+	d = authz.FromRun(run).Tool(echo, nil)
+	require.False(t, d.Allowed, "missing bridge: %+v", d)
+	require.Contains(t, d.Why, "has none", "missing bridge: %+v", d)
 	run.Bridge, run.RunToolPolicy = nil, nil
 	require.False(t, authz.FromRun(run).Tool(echo, nil).Allowed, "a service actor without any policy was granted a tool")
 }

@@ -161,8 +161,7 @@ func TestComposeWeftServices(t *testing.T) {
 	drain, err := time.ParseDuration(env(t, worker, "WEFT_WORKER_DRAIN"))
 	assert.False(t, err != nil || drain != defaults.WorkerDrain, "worker WEFT_WORKER_DRAIN = %v (%v), want the default %v", drain, err, defaults.WorkerDrain)
 	assert.False(t, worker.StopGracePeriod == nil || time.Duration(*worker.StopGracePeriod) <= drain, "worker stop_grace_period %v must exceed WEFT_WORKER_DRAIN %v", worker.StopGracePeriod, drain)
-	if got := env(t, api, "WEFT_HTTP_ADDR"); got != defaults.HTTPAddr {
-		t.Errorf("api WEFT_HTTP_ADDR = %q, want %q", got, defaults.HTTPAddr)
-	}
+	got := env(t, api, "WEFT_HTTP_ADDR")
+	assert.Equal(t, defaults.HTTPAddr, got, "api WEFT_HTTP_ADDR = %q, want %q", got, defaults.HTTPAddr)
 	assert.True(t, publishes(api, "8080", 8080), "api must publish 8080: %v", api.Ports)
 }

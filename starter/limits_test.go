@@ -262,9 +262,9 @@ func TestBudgetIsBoundWithTheKey(t *testing.T) {
 	run = b.get(t, b.t1, none.RunID)
 	require.Equal(t, int64(9000), *run.Budget.MaxTokens, "default budget %+v requested %+v", run.Budget, run.RequestedBudget)
 	require.Nil(t, run.RequestedBudget, "default budget %+v requested %+v", run.Budget, run.RequestedBudget)
-	if again, err := enqueue("k-none", &store.Budget{}); err != nil || again.RunID != none.RunID {
-		t.Fatalf("empty budget repeat: %+v %v", again, err)
-	}
+	again, err = enqueue("k-none", &store.Budget{})
+	require.NoError(t, err, "empty budget repeat: %+v", again)
+	require.Equal(t, none.RunID, again.RunID, "empty budget repeat: %+v %v", again, err)
 	for _, bad := range []*store.Budget{{MaxTokens: ptr(int64(0))}, {MaxCostUSD: ptr(-1.0)}, {MaxCostUSD: ptr(2e6)}} {
 		_, err := enqueue("k-bad", bad)
 		wantCode(t, err, failure.CodeInvalidRequest)

@@ -42,21 +42,18 @@ func TestSimulatedDraftIsCompiledStoredAndStarted(t *testing.T) {
 	// Compiled and stored unpublished by (tenant, checksum).
 	_, err = b.st.GetPlan(ctx, b.t1, acc.Checksum)
 	require.NoError(t, err, "plan of the simulated draft")
-	if w, _ := b.st.GetWorkflow(ctx, b.t1, "items"); w.LatestPublishedRevision != 0 {
-		t.Fatalf("simulating a draft published it: %+v", w)
-	}
+	w, _ := b.st.GetWorkflow(ctx, b.t1, "items")
+	require.Equal(t, 0, w.LatestPublishedRevision, "simulating a draft published it: %+v", w)
 	desc, err := b.tc.DescribeWorkflow(ctx, run.WorkflowID, "")
 	require.NoError(t, err)
 	sa := desc.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
-	if got := string(sa[execution.SearchAttrMode].GetData()); got != `"simulation"` {
-		t.Fatalf("WeftMode = %s", got)
-	}
-	if got := string(sa[execution.SearchAttrRevision].GetData()); got != `0` {
-		t.Fatalf("WeftRevision = %s", got)
-	}
-	if got := desc.RawResponse.GetExecutionConfig().GetUserMetadata().GetSummary(); got == nil || !strings.Contains(string(got.GetData()), "items draft 1 · simulation") {
-		t.Fatalf("static summary = %v", got)
-	}
+	got := string(sa[execution.SearchAttrMode].GetData())
+	require.Equal(t, `"simulation"`, got, "WeftMode = %s", got)
+	got = string(sa[execution.SearchAttrRevision].GetData())
+	require.Equal(t, `0`, got, "WeftRevision = %s", got)
+	summary := desc.RawResponse.GetExecutionConfig().GetUserMetadata().GetSummary()
+	require.NotNil(t, summary, "static summary = %v", summary)
+	require.Contains(t, string(summary.GetData()), "items draft 1 · simulation", "static summary = %v", summary)
 
 	// The same request (fixtures reformatted) is the same run.
 	again := req
@@ -67,9 +64,8 @@ func TestSimulatedDraftIsCompiledStoredAndStarted(t *testing.T) {
 	require.Equal(t, acc.RunID, acc2.RunID, "repeat: %+v %v", acc2, err)
 	// Other fixtures, another draft or live mode under the same key conflict.
 	two := 2
-	if _, err := b.st.SaveDraft(ctx, b.t1, "items", 1, json.RawMessage(itemGraph), "tester"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = b.st.SaveDraft(ctx, b.t1, "items", 1, json.RawMessage(itemGraph), "tester")
+	require.NoError(t, err)
 	for name, r := range map[string]Request{
 		"other fixtures": {WorkflowKey: "items", Input: req.Input, IdempotencyKey: "sim-1", Mode: execution.ModeSimulation, DraftRevision: &one, Fixtures: json.RawMessage(`{}`)},
 		"other draft":    {WorkflowKey: "items", Input: req.Input, IdempotencyKey: "sim-1", Mode: execution.ModeSimulation, DraftRevision: &two, Fixtures: fx},

@@ -386,9 +386,9 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 	require.Equal(t, "Tenant "+b.t1, p.TenantName, "swept start params = %+v", p)
 	require.NotEmpty(t, desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "the sweeper started no execution")
 	// Sweeping again re-issues an idempotent start: still one execution.
-	if n, err := b.starter.Sweep(ctx); err != nil || n != 1 {
-		t.Fatalf("second sweep: %d, %v", n, err)
-	}
+	n, err = b.starter.Sweep(ctx)
+	require.NoError(t, err, "second sweep: %d,", n)
+	require.Equal(t, 1, n, "second sweep: %d, %v", n, err)
 	desc2, err := b.tc.DescribeWorkflow(ctx, wid, "")
 	require.NoError(t, err)
 	require.Equal(t, desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), desc2.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "a repeated start made a second execution")

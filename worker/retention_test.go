@@ -69,9 +69,8 @@ func TestRetentionKeepsBindingsForTheNamespaceRetention(t *testing.T) {
 		&execution.RunUpdate{Status: execution.StatusSucceeded}))
 	_, err = st.Pool.Exec(ctx, `UPDATE runs SET finished_at = $2 WHERE run_id = $1`, run.RunID, finished)
 	require.NoError(t, err)
-	if _, err := st.SaveScheduleFiringInput(ctx, "t1", "sch_x", "sch_x@old", json.RawMessage(`{}`)); err != nil {
-		t.Fatal(err)
-	}
+	_, err = st.SaveScheduleFiringInput(ctx, "t1", "sch_x", "sch_x@old", json.RawMessage(`{}`))
+	require.NoError(t, err)
 	r := worker.Retention{Store: st, Temporal: tc, Namespace: ns, RunDays: 30, EventDays: 30,
 		Logger: slog.New(slog.DiscardHandler)}
 
@@ -88,14 +87,12 @@ func TestRetentionKeepsBindingsForTheNamespaceRetention(t *testing.T) {
 	require.Equal(t, int64(1), rep.Runs.Runs, "first pass: %+v", rep)
 	require.Equal(t, int64(0), rep.Bindings, "first pass: %+v", rep)
 	require.Equal(t, keep, rep.NamespaceRetention, "first pass: %+v", rep)
-	if _, err := st.GetRun(ctx, "t1", run.RunID); err == nil {
-		t.Fatal("the run is still there")
-	}
+	_, err = st.GetRun(ctx, "t1", run.RunID)
+	require.Error(t, err, "the run is still there")
 	retry := run
 	retry.RunID = uuid.NewString()
-	if _, _, err := st.CreateRun(ctx, retry, "key-1"); failure.CodeOf(err) != store.CodeRunDeleted {
-		t.Fatalf("the key while its binding lasts: %v", err)
-	}
+	_, _, err = st.CreateRun(ctx, retry, "key-1")
+	require.Equal(t, store.CodeRunDeleted, failure.CodeOf(err), "the key while its binding lasts: %v", err)
 
 	// 20 days later the run closed 60 days ago: not yet past the
 	// namespace's retention plus the margin.
@@ -108,14 +105,13 @@ func TestRetentionKeepsBindingsForTheNamespaceRetention(t *testing.T) {
 	rep, err = r.Once(ctx, now.Add(22*24*time.Hour))
 	require.NoError(t, err, "later pass: %+v", rep)
 	require.Equal(t, int64(1), rep.Bindings, "later pass: %+v %v", rep, err)
-	if _, created, err := st.CreateRun(ctx, retry, "key-1"); err != nil || !created {
-		t.Fatalf("the key after its binding expired: %v %v", created, err)
-	}
+	_, created, err := st.CreateRun(ctx, retry, "key-1")
+	require.NoError(t, err, "the key after its binding expired: %v", created)
+	require.True(t, created, "the key after its binding expired: %v %v", created, err)
 
 	// Without the namespace's retention no binding is ever deleted.
 	blind := r
 	blind.Namespace = "no-such-namespace"
-	if _, err := blind.Once(ctx, now.Add(400*24*time.Hour)); err == nil {
-		t.Fatal("a pass that could not read the namespace's retention reported no error")
-	}
+	_, err = blind.Once(ctx, now.Add(400*24*time.Hour))
+	require.Error(t, err, "a pass that could not read the namespace's retention reported no error")
 }

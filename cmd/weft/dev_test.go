@@ -265,17 +265,15 @@ func TestDev(t *testing.T) {
 		assert.Equal(t, http.StatusOK, code, "GET /v1/workflows with the dev token: %d, want 200", code)
 	}
 	// Each instance has its own secret in its data dir.
-	if code := a.get("/v1/workflows", b.token); code != http.StatusUnauthorized {
-		t.Errorf("b's token on a: %d, want 401", code)
-	}
+	code := a.get("/v1/workflows", b.token)
+	assert.Equal(t, http.StatusUnauthorized, code, "b's token on a: %d, want 401", code)
 
 	// `weft token` signs with the same secret weft dev generated.
 	tok := runWeft(t, []string{"WEFT_DATA_DIR=" + a.dataDir, "WEFT_JWT_SECRET="},
 		"token", "--tenant", "acme", "--sub", "alice", "--scope", auth.ScopeWorkflowsRead,
 		"--name", "Alice", "--email", "alice@example.com", "--tenant-name", "Acme Corp")
-	if code := a.get("/v1/workflows", tok); code != http.StatusOK {
-		t.Errorf("GET /v1/workflows with a `weft token` token: %d, want 200", code)
-	}
+	code = a.get("/v1/workflows", tok)
+	assert.Equal(t, http.StatusOK, code, "GET /v1/workflows with a `weft token` token: %d, want 200", code)
 	secret, err := os.ReadFile(filepath.Join(a.dataDir, "jwt-secret"))
 	require.NoError(t, err)
 	keys, err := auth.NewKeys(strings.TrimSpace(string(secret)))
@@ -297,14 +295,12 @@ func TestDev(t *testing.T) {
 	for _, port := range []int{a.httpPort, a.tempPort, a.uiPort} {
 		assert.True(t, portFree(port), "port %d still in use after SIGTERM", port)
 	}
-	if _, err := os.Stat(devserver.PIDFile(a.dataDir)); !os.IsNotExist(err) {
-		t.Errorf("pid file left behind: %v", err)
-	}
+	_, err = os.Stat(devserver.PIDFile(a.dataDir))
+	assert.True(t, os.IsNotExist(err), "pid file left behind: %v", err)
 
 	// b was untouched by a's shutdown.
-	if code := b.get("/readyz", ""); code != http.StatusOK {
-		t.Errorf("b /readyz after a stopped: %d", code)
-	}
+	code = b.get("/readyz", "")
+	assert.Equal(t, http.StatusOK, code, "b /readyz after a stopped: %d", code)
 
 	// SIGKILL: weft gets no chance to clean up; the kernel's parent death
 	// signal still takes the dev server down.

@@ -132,16 +132,14 @@ func TestPullPushRoundTrip(t *testing.T) {
 	}
 	r := weftCLI(t, env, "pull", "gate", "--draft", "3")
 	require.Equal(t, 1, r.code, "a refused push saved a draft:\n%s", r)
-	if r := weftCLI(t, env, "push", alice, "--key", "gate", "--force", "--expected-revision", "2"); r.code != 1 || !strings.Contains(r.stderr, "give one of them") {
-		t.Errorf("--force with --expected-revision:\n%s", r)
-	}
+	r = weftCLI(t, env, "push", alice, "--key", "gate", "--force", "--expected-revision", "2")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "give one of them"), "--force with --expected-revision:\n%s", r)
 	must("pushed gate: draft revision 3", "push", alice, "--key", "gate", "--force")
 	must("pushed gate: draft revision 4", "push", alice, "--key", "gate")
 	must("pushed gate: draft revision 5", "push", alice, "--key", "gate", "--expected-revision", "4")
 	// Bob's record is draft 2: his next push is refused in turn.
-	if r := weftCLI(t, env, "push", bob, "--key", "gate"); r.code != 1 || !strings.Contains(r.stderr, "latest draft is 5, not draft 2") {
-		t.Errorf("bob's stale push:\n%s", r)
-	}
+	r = weftCLI(t, env, "push", bob, "--key", "gate")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "latest draft is 5, not draft 2"), "bob's stale push:\n%s", r)
 
 	// Refusals name the problem.
 	for _, c := range []struct {

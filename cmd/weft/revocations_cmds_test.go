@@ -89,9 +89,8 @@ func TestRevocationVerbs(t *testing.T) {
 	r = weftCLI(t, ops, "revocations", "remove", "--sub", "team/ops", "--scope", "runs.execute")
 	require.Equal(t, 0, r.code, "remove:\n%s", r)
 	require.Equal(t, "removed the revocation of runs.execute from team/ops", strings.TrimSpace(r.stdout), "remove:\n%s", r)
-	if got := revoked("team/ops"); len(got) != 0 {
-		t.Fatalf("after remove, team/ops's revoked scopes = %v", got)
-	}
+	got = revoked("team/ops")
+	require.Empty(t, got, "after remove, team/ops's revoked scopes = %v", got)
 	r = weftCLI(t, ops, "revocations", "remove", "--sub", "team/ops", "--scope", "runs.execute")
 	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND"), "remove again:\n%s", r)
 
@@ -102,9 +101,8 @@ func TestRevocationVerbs(t *testing.T) {
 	assert.False(t, r.code != 0 || strings.Contains(r.stdout, "alice"), "another tenant's list:\n%s", r)
 	r = weftCLI(t, other, "revocations", "remove", "--sub", "alice", "--scope", "notes.write")
 	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND"), "another tenant's remove:\n%s", r)
-	if got := revoked("alice"); !slices.Equal(got, []string{"notes.write", "runs.execute"}) {
-		t.Errorf("alice's revoked scopes after another tenant's remove = %v", got)
-	}
+	got = revoked("alice")
+	assert.True(t, slices.Equal(got, []string{"notes.write", "runs.execute"}), "alice's revoked scopes after another tenant's remove = %v", got)
 	r = weftCLI(t, as("acme", "alice", auth.ScopeSchedulesManage, auth.ScopeRunsExecute), "revocations", "list")
 	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "MISSING_SCOPE"), "list without revocations.manage:\n%s", r)
 }
