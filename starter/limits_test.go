@@ -204,9 +204,7 @@ func TestDispatcherStartsTheNextRunWhenASlotFrees(t *testing.T) {
 		t.Helper()
 		acc, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: key,
 			Mode: mode}, trusted(b.t1))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return acc
 	}
 	first, second := enqueue("first", ""), enqueue("second", "")

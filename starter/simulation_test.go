@@ -70,11 +70,9 @@ func TestSimulatedDraftIsCompiledStoredAndStarted(t *testing.T) {
 		"other fixtures": {WorkflowKey: "items", Input: req.Input, IdempotencyKey: "sim-1", Mode: execution.ModeSimulation, DraftRevision: &one, Fixtures: json.RawMessage(`{}`)},
 		"other draft":    {WorkflowKey: "items", Input: req.Input, IdempotencyKey: "sim-1", Mode: execution.ModeSimulation, DraftRevision: &two, Fixtures: fx},
 	} {
-		if _, err := b.starter.Enqueue(ctx, r, tc); err == nil {
-			t.Fatalf("%s: accepted", name)
-		} else {
-			wantCode(t, err, failure.CodeIdempotencyConflict)
-		}
+		_, err := b.starter.Enqueue(ctx, r, tc)
+		require.Error(t, err, "%s: accepted", name)
+		wantCode(t, err, failure.CodeIdempotencyConflict)
 	}
 }
 

@@ -106,11 +106,10 @@ func publish(t *testing.T, st *store.Store, tenant, key, doc string) int {
 	w, err := st.GetWorkflow(ctx, tenant, key)
 	switch {
 	case errors.Is(err, failure.ErrNotFound):
-		if _, err := st.CreateWorkflow(ctx, tenant, key, json.RawMessage(doc), "tester"); err != nil {
-			t.Fatal(err)
-		}
+		_, err := st.CreateWorkflow(ctx, tenant, key, json.RawMessage(doc), "tester")
+		require.NoError(t, err)
 	case err != nil:
-		t.Fatal(err)
+		require.NoError(t, err)
 	default:
 		draft, err = st.SaveDraft(ctx, tenant, key, w.LatestDraftRevision, json.RawMessage(doc), "tester")
 		require.NoError(t, err)
@@ -188,9 +187,9 @@ func TestEnqueueStartsWorkflowWithIdentityAndSearchAttributes(t *testing.T) {
 	require.Equal(t, `{"id":"a"}`, string(params.Input.Inline), "params = %+v", params)
 	require.Equal(t, "alice", params.Actor.Sub, "params = %+v", params)
 	require.Equal(t, "api", params.Origin.Kind, "params = %+v", params)
-	if got := desc.RawResponse.GetExecutionConfig().GetUserMetadata().GetSummary(); got == nil || !strings.Contains(string(got.GetData()), "items r1 · live") {
-		t.Fatalf("static summary = %v", got)
-	}
+	summary := desc.RawResponse.GetExecutionConfig().GetUserMetadata().GetSummary()
+	require.NotNil(t, summary, "static summary")
+	require.Contains(t, string(summary.GetData()), "items r1 · live", "static summary = %v", summary)
 }
 
 func TestEnqueueIdempotency(t *testing.T) {
@@ -369,9 +368,9 @@ func TestStartFailureLeavesRunQueuedForTheSweeper(t *testing.T) {
 	require.Error(t, err, "workflow exists though the start failed")
 
 	// Too young for the sweeper: it must not race the enqueue that is starting it.
-	if n, err := b.starter.Sweep(ctx); err != nil || n != 0 {
-		t.Fatalf("sweep of a young run: %d, %v", n, err)
-	}
+	swept, err := b.starter.Sweep(ctx)
+	require.NoError(t, err, "sweep of a young run")
+	require.Equal(t, 0, swept, "sweep of a young run")
 	_, err = b.st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '31 seconds', admitted_at = now() - interval '31 seconds'`)
 	require.NoError(t, err)
 	n, err := b.starter.Sweep(ctx)
