@@ -60,9 +60,8 @@ func TestGrantOfAUserRun(t *testing.T) {
 		Permissions: []string{"runs.execute", "notes.write", "notes.write"}}
 	g := authz.FromRun(run)
 	require.True(t, slices.Equal(g.Permissions, []string{"notes.write", "runs.execute"}), "permissions %v", g.Permissions)
-	if d := g.Tool(notes, needNotes); !d.Allowed {
-		t.Fatalf("not narrowed: %+v", d)
-	}
+	narrowed := g.Tool(notes, needNotes)
+	require.True(t, narrowed.Allowed, "not narrowed: %+v", narrowed)
 
 	// A scope revoked from ada since: denied, naming the revocation.
 	run.Revoked = []string{"notes.write", "crm.write"}
