@@ -66,9 +66,7 @@ func TestBenchmarkTemplatesAgree(t *testing.T) {
 	require.Equal(t, 10, got, "template has %d variables, want 10", got)
 	want, err := renderTextTemplate(theirs)
 	require.NoError(t, err)
-	if got := Resolve(ours, benchValues, Keep); got != want {
-		t.Fatalf("outputs differ:\n%q\n%q", got, want)
-	}
+	require.Equal(t, want, Resolve(ours, benchValues, Keep), "outputs differ")
 }
 
 // BenchmarkResolve1KiB10Vars: Resolve scans and substitutes in one pass per call.

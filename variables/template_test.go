@@ -1,7 +1,6 @@
 package variables
 
 import (
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,9 +120,8 @@ func TestResolve(t *testing.T) {
 			assert.Equal(t, c.keep, got, "Resolve(Keep) = %q, want %q", got, c.keep)
 			got = Resolve(c.template, vals, Blank)
 			assert.Equal(t, c.blank, got, "Resolve(Blank) = %q, want %q", got, c.blank)
-			if got := Extract(c.template); !reflect.DeepEqual(got, c.keysWant) {
-				t.Errorf("Extract = %q, want %q", got, c.keysWant)
-			}
+			keys := Extract(c.template)
+			assert.Equal(t, c.keysWant, keys, "Extract = %q, want %q", keys, c.keysWant)
 			var defs []Definition
 			for k := range vals {
 				defs = append(defs, Definition{Key: k, Label: k, Kind: KindText})
@@ -267,9 +265,8 @@ func assertRoundTrip(t *testing.T, template string) {
 	if keys == nil {
 		keys = []string{}
 	}
-	if got := Extract(template); !reflect.DeepEqual(got, keys) {
-		t.Fatalf("Extract(%q) = %q, want %q", template, got, keys)
-	}
+	extracted := Extract(template)
+	require.Equal(t, keys, extracted, "Extract(%q) = %q, want %q", template, extracted, keys)
 }
 
 // TestLargeTemplate checks that a template with very many distinct keys is
