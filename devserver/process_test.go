@@ -86,9 +86,7 @@ func TestStartStop(t *testing.T) {
 	require.NoError(t, err, "Err after Stop = %v, want nil", err)
 	_, err = os.Stat(devserver.PIDFile(dir))
 	require.ErrorIs(t, err, os.ErrNotExist, "pid file left behind: %v", err)
-	if err := p.Stop(); err != nil { // idempotent
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Stop()) // idempotent
 }
 
 func TestStartRefusesBusyPort(t *testing.T) {
