@@ -126,8 +126,8 @@ func TestAPIKeyNeverLogged(t *testing.T) {
 	c, err := temporalclient.Dial(ctx, cfg, logger)
 	if err == nil {
 		c.Close()
-		t.Fatal("TLS dial to a plaintext server succeeded")
 	}
+	require.Error(t, err, "TLS dial to a plaintext server succeeded")
 	require.NotContains(t, err.Error(), key, "API key leaked: err=%v logs=%s", err, logs.String())
 	require.NotContains(t, logs.String(), key, "API key leaked: err=%v logs=%s", err, logs.String())
 }
