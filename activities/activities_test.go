@@ -167,9 +167,7 @@ func (b *bundle) value(v execution.Value) string {
 		return string(v.Inline)
 	}
 	raw, err := b.st.GetValue(context.Background(), tenant, "run-1", *v.Ref)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	require.NoError(b.t, err)
 	return string(raw)
 }
 
