@@ -77,9 +77,8 @@ func TestEveryFieldIsInTheChecksum(t *testing.T) {
 		case reflect.Pointer, reflect.Slice, reflect.Map:
 			reach(typ.Elem())
 		case reflect.Struct:
-			if _, ok := place[typ]; !ok {
-				t.Fatalf("%s is part of a Document: add it to this test", typ)
-			}
+			_, ok := place[typ]
+			require.True(t, ok, "%s is part of a Document: add it to this test", typ)
 			for i := range typ.NumField() {
 				reach(typ.Field(i).Type)
 			}
@@ -98,8 +97,7 @@ func TestEveryFieldIsInTheChecksum(t *testing.T) {
 		for i := range typ.NumField() {
 			f := typ.Field(i)
 			v := reflect.New(typ).Elem()
-			if !v.Field(i).CanSet() {
-				t.Errorf("%s.%s is unexported: encoding/json leaves it out of the checksum", typ.Name(), f.Name)
+			if !assert.True(t, v.Field(i).CanSet(), "%s.%s is unexported: encoding/json leaves it out of the checksum", typ.Name(), f.Name) {
 				continue
 			}
 			v.Field(i).Set(nonZero(t, f.Type))

@@ -214,9 +214,7 @@ func (d *devInstance) dump() {
 func (d *devInstance) get(path, token string) int {
 	d.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, d.apiURL+path, nil)
-	if err != nil {
-		d.t.Fatal(err)
-	}
+	require.NoError(d.t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -352,19 +350,14 @@ func (d *devInstance) launch(env []string, wire func(*exec.Cmd) error) {
 	t := d.t
 	t.Helper()
 	var err error
-	if d.stderr, err = os.Create(filepath.Join(t.TempDir(), "stderr.log")); err != nil {
-		t.Fatal(err)
-	}
+	d.stderr, err = os.Create(filepath.Join(t.TempDir(), "stderr.log"))
+	require.NoError(t, err)
 	d.cmd = exec.Command(weftBin, "dev")
 	d.cmd.Dir = testinfra.RepoRoot()
 	d.cmd.Env = env
 	d.cmd.Stderr = d.stderr
-	if err := wire(d.cmd); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, wire(d.cmd))
+	require.NoError(t, d.cmd.Start())
 	go func() {
 		d.exitErr = d.cmd.Wait()
 		close(d.exited)

@@ -40,12 +40,10 @@ func TestLimitsVerbs(t *testing.T) {
 
 	dir := t.TempDir()
 	echo := writeFile(t, dir, "echo.yaml", echoYAML)
-	if r := weftCLI(t, env, "push", echo, "--key", "echo"); r.code != 0 {
-		t.Fatalf("push:\n%s", r)
-	}
-	if r := weftCLI(t, env, "publish", "echo"); r.code != 0 {
-		t.Fatalf("publish:\n%s", r)
-	}
+	pushed := weftCLI(t, env, "push", echo, "--key", "echo")
+	require.Equal(t, 0, pushed.code, "push:\n%s", pushed)
+	published := weftCLI(t, env, "publish", "echo")
+	require.Equal(t, 0, published.code, "publish:\n%s", published)
 
 	r := weftCLI(t, reader, "limits")
 	require.Equal(t, 0, r.code, "limits of none:\n%s", r)

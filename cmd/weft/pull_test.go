@@ -60,17 +60,14 @@ func TestPullPushRoundTrip(t *testing.T) {
 	must := func(want string, args ...string) cliResult {
 		t.Helper()
 		r := weftCLI(t, env, args...)
-		if r.code != 0 || !strings.Contains(r.stdout, want) {
-			t.Fatalf("want %q:\n%s", want, r)
-		}
+		require.Equal(t, 0, r.code, "want %q:\n%s", want, r)
+		require.Contains(t, r.stdout, want, "want %q:\n%s", want, r)
 		return r
 	}
 	sumOf := func(re *regexp.Regexp, r cliResult) string {
 		t.Helper()
 		m := re.FindStringSubmatch(r.stdout)
-		if m == nil {
-			t.Fatalf("no checksum printed:\n%s", r)
-		}
+		require.NotNil(t, m, "no checksum printed:\n%s", r)
 		return m[1]
 	}
 	want := sumOf(checksumLine, must("valid (4 nodes, 3 edges)", "validate", src))
@@ -114,12 +111,9 @@ func TestPullPushRoundTrip(t *testing.T) {
 	edit := func(f, from, to string) {
 		t.Helper()
 		b, err := os.ReadFile(f)
-		if err != nil || !strings.Contains(string(b), from) {
-			t.Fatalf("%s lacks %q: %v\n%s", f, from, err, b)
-		}
-		if err := os.WriteFile(f, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "%s lacks %q: %v\n%s", f, from, err, b)
+		require.Contains(t, string(b), from, "%s lacks %q: %v\n%s", f, from, err, b)
+		require.NoError(t, os.WriteFile(f, []byte(strings.Replace(string(b), from, to, 1)), 0o644))
 	}
 	edit(bob, "maxAttempts: 2", "maxAttempts: 3")
 	must("pushed gate: draft revision 2", "push", bob, "--key", "gate")

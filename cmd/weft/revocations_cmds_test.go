@@ -33,9 +33,7 @@ func TestRevocationVerbs(t *testing.T) {
 	revoked := func(sub string) []string {
 		t.Helper()
 		scopes, err := st.RevokedScopes(context.Background(), "acme", sub)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return scopes
 	}
 

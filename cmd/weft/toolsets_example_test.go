@@ -154,13 +154,9 @@ func TestToolsetsExample(t *testing.T) {
 	push := func(name, wantOut string) {
 		t.Helper()
 		r := weftCLI(t, env, "push", wf, "--key", "toolsets-demo")
-		if r.code != 1 || !strings.Contains(r.stdout+r.stderr, wantOut) {
-			t.Errorf("%s: push should fail with %q\n%s", name, wantOut, r)
-		}
+		assert.False(t, r.code != 1 || !strings.Contains(r.stdout+r.stderr, wantOut), "%s: push should fail with %q\n%s", name, wantOut, r)
 		code, v := apiCall(t, d, d.token, http.MethodGet, "/v1/workflows/toolsets-demo", nil)
-		if code != http.StatusOK || v["draftRevision"].(float64) != 2 {
-			t.Errorf("%s: a draft was saved: %v", name, v)
-		}
+		assert.False(t, code != http.StatusOK || v["draftRevision"].(float64) != 2, "%s: a draft was saved: %v", name, v)
 	}
 	blank := filepath.Join(project, "tools", "report", "SKILL.md")
 	require.NoError(t, os.WriteFile(blank, []byte("  \n\n"), 0o644))
@@ -229,12 +225,10 @@ func TestAgentSeesTheIntersectedTools(t *testing.T) {
 	copyDir(t, filepath.Join(testinfra.RepoRoot(), "examples", "toolsets"), project)
 	createExampleAgents(t, d, project)
 	full := []string{"WEFT_URL=" + d.apiURL, "WEFT_TOKEN=" + d.token}
-	if r := weftCLI(t, full, "push", filepath.Join(project, "workflow.yaml"), "--key", "toolsets-demo"); r.code != 0 {
-		t.Fatalf("push:\n%s", r)
-	}
-	if r := weftCLI(t, full, "publish", "toolsets-demo"); r.code != 0 {
-		t.Fatalf("publish:\n%s", r)
-	}
+	pushed := weftCLI(t, full, "push", filepath.Join(project, "workflow.yaml"), "--key", "toolsets-demo")
+	require.Equal(t, 0, pushed.code, "push:\n%s", pushed)
+	published := weftCLI(t, full, "publish", "toolsets-demo")
+	require.Equal(t, 0, published.code, "publish:\n%s", published)
 	// A token of the same tenant without notes.write.
 	narrow := runWeft(t, []string{"WEFT_DATA_DIR=" + d.dataDir, "WEFT_JWT_SECRET="},
 		"token", "--tenant", "dev", "--sub", "viewer", "--scope", "runs.execute,runs.read,workflows.read")
@@ -307,9 +301,7 @@ func checkPinnedSkills(t *testing.T, d *devInstance, project, runID string) {
 	defer st.Close()
 	skill := func(folder string) string {
 		b, err := os.ReadFile(filepath.Join(project, "tools", folder, "SKILL.md"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return string(b)
 	}
 	for node, folders := range map[string][2]string{"triage": {"shared", "report"}, "report": {"report", "shared"}} {
