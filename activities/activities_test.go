@@ -3,7 +3,6 @@ package activities_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/catalog"
@@ -84,43 +85,29 @@ func newBundle(t testing.TB, doc string, opts ...option) *bundle {
 		actions = s.lazy(st)
 	}
 	reg, err := catalog.NewRegistry(actions...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	contracts := catalog.BuiltinContracts()
 	for _, a := range s.extra {
 		contracts = append(contracts, a.Contract)
 	}
 	d, err := graph.Decode([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c, issues := graph.Compile(d, graph.NewStaticCatalog(contracts, s.agents))
-	if len(issues) > 0 {
-		t.Fatalf("compile: %v", issues)
-	}
+	require.Empty(t, issues, "compile: %v", issues)
 	if s.edit != nil {
 		s.edit(c)
 	}
 	p := c.Plan()
-	if err := st.PutCompiled(context.Background(), tenant, c, &p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.PutCompiled(context.Background(), tenant, c, &p))
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	// The production dependencies: the built-in variable registry over the
 	// store, and an agent runtime with the sim provider only.
 	vars, err := variables.Builtin(st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rt, err := agents.New(agents.Deps{Store: st, Actions: reg, Variables: vars})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := activities.Register(env, activities.Deps{Store: st, Actions: reg, Variables: vars, Agents: rt, Drain: s.drain}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, activities.Register(env, activities.Deps{Store: st, Actions: reg, Variables: vars, Agents: rt, Drain: s.drain}))
 	return &bundle{t: t, st: st, env: env, checksum: c.Checksum}
 }
 
@@ -180,9 +167,7 @@ func (b *bundle) value(v execution.Value) string {
 		return string(v.Inline)
 	}
 	raw, err := b.st.GetValue(context.Background(), tenant, "run-1", *v.Ref)
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	require.NoError(b.t, err)
 	return string(raw)
 }
 
@@ -190,12 +175,9 @@ func (b *bundle) value(v execution.Value) string {
 func wantAppErr(t *testing.T, err error, typ string, nonRetryable bool) *temporal.ApplicationError {
 	t.Helper()
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) {
-		t.Fatalf("err = %v, want application error %s", err, typ)
-	}
-	if ae.Type() != typ || ae.NonRetryable() != nonRetryable {
-		t.Fatalf("err type %s nonRetryable=%v (%v), want %s nonRetryable=%v", ae.Type(), ae.NonRetryable(), err, typ, nonRetryable)
-	}
+	require.ErrorAs(t, err, &ae, "err = %v, want application error %s", err, typ)
+	require.Equal(t, typ, ae.Type(), "err type %s nonRetryable=%v (%v), want %s nonRetryable=%v", ae.Type(), ae.NonRetryable(), err, typ, nonRetryable)
+	require.Equal(t, nonRetryable, ae.NonRetryable(), "err type %s nonRetryable=%v (%v), want %s nonRetryable=%v", ae.Type(), ae.NonRetryable(), err, typ, nonRetryable)
 	return ae
 }
 
@@ -214,13 +196,13 @@ func TestGatePassAndFail(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t, localDoc)
 	res, err := b.runLocal(b.input("g", graph.KindGate, map[string]string{"in": `{"id":"a","n":5}`}))
-	if err != nil || res.Port != "pass" || b.value(res.Value) != `{"id":"a","n":5}` {
-		t.Fatalf("pass: %+v %v", res, err)
-	}
+	require.NoError(t, err, "pass: %+v", res)
+	require.Equal(t, "pass", res.Port, "pass: %+v %v", res, err)
+	require.Equal(t, `{"id":"a","n":5}`, b.value(res.Value), "pass: %+v %v", res, err)
 	res, err = b.runLocal(b.input("g", graph.KindGate, map[string]string{"in": `{"id":"a","n":1}`}))
-	if err != nil || res.Port != "fail" || b.value(res.Value) != `{"id":"a","n":1}` {
-		t.Fatalf("fail: %+v %v", res, err)
-	}
+	require.NoError(t, err, "fail: %+v", res)
+	require.Equal(t, "fail", res.Port, "fail: %+v %v", res, err)
+	require.Equal(t, `{"id":"a","n":1}`, b.value(res.Value), "fail: %+v %v", res, err)
 	// A missing field is an evaluation error: permanent, never retried.
 	_, err = b.runLocal(b.input("g", graph.KindGate, map[string]string{"in": `{"id":"a"}`}))
 	wantAppErr(t, err, execution.ErrExpressionFailed, true)
@@ -232,71 +214,60 @@ func TestSharedActivityNamesStillRun(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t, localDoc)
 	res, err := b.runNamed(execution.ActivityRunLocalNode, b.input("g", graph.KindGate, map[string]string{"in": `{"id":"a","n":5}`}))
-	if err != nil || res.Port != "pass" {
-		t.Fatalf("gate as %s: %+v %v", execution.ActivityRunLocalNode, res, err)
-	}
+	require.NoError(t, err, "gate as %s: %+v", execution.ActivityRunLocalNode, res)
+	require.Equal(t, "pass", res.Port, "gate as %s: %+v %v", execution.ActivityRunLocalNode, res, err)
 	n := newBundle(t, actionDoc, withActions(badAction))
 	res, err = n.runNamed(execution.ActivityRunNode, n.input("echo", graph.KindAction, map[string]string{"in": `{"id":"a"}`}))
-	if err != nil || res.Port != "out" {
-		t.Fatalf("action as %s: %+v %v", execution.ActivityRunNode, res, err)
-	}
+	require.NoError(t, err, "action as %s: %+v", execution.ActivityRunNode, res)
+	require.Equal(t, "out", res.Port, "action as %s: %+v %v", execution.ActivityRunNode, res, err)
 }
 
 func TestValidatorPassAndFail(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t, localDoc)
 	res, err := b.runLocal(b.input("v", graph.KindValidator, map[string]string{"in": `{"id":"a"}`}))
-	if err != nil || res.Port != "pass" || b.value(res.Value) != `{"id":"a"}` {
-		t.Fatalf("pass: %+v %v", res, err)
-	}
+	require.NoError(t, err, "pass: %+v", res)
+	require.Equal(t, "pass", res.Port, "pass: %+v %v", res, err)
+	require.Equal(t, `{"id":"a"}`, b.value(res.Value), "pass: %+v %v", res, err)
 	res, err = b.runLocal(b.input("v", graph.KindValidator, map[string]string{"in": `{"n":"x"}`}))
-	if err != nil || res.Port != "fail" {
-		t.Fatalf("fail: %+v %v", res, err)
-	}
+	require.NoError(t, err, "fail: %+v", res)
+	require.Equal(t, "fail", res.Port, "fail: %+v %v", res, err)
 	var failed struct {
 		Value  map[string]any
 		Errors []activities.SchemaError
 	}
-	if err := json.Unmarshal([]byte(b.value(res.Value)), &failed); err != nil {
-		t.Fatal(err)
-	}
-	if failed.Value["n"] != "x" || len(failed.Errors) != 2 {
-		t.Fatalf("fail value: %+v", failed)
-	}
+	require.NoError(t, json.Unmarshal([]byte(b.value(res.Value)), &failed))
+	require.True(t, failed.Value["n"] == "x", "fail value: %+v", failed)
+	require.Len(t, failed.Errors, 2, "fail value: %+v", failed)
 	paths := failed.Errors[0].Path + " " + failed.Errors[1].Path
-	if !strings.Contains(paths, "/n") || !strings.Contains(failed.Errors[0].Message+failed.Errors[1].Message, "id") {
-		t.Fatalf("errors: %+v", failed.Errors)
-	}
+	require.Contains(t, paths, "/n", "errors: %+v", failed.Errors)
+	require.Contains(t, failed.Errors[0].Message+failed.Errors[1].Message, "id", "errors: %+v", failed.Errors)
 }
 
 func TestMergeWithDeadInput(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t, localDoc)
 	res, err := b.runLocal(b.input("m", graph.KindMerge, map[string]string{"left": `{"id":"a"}`}))
-	if err != nil || res.Port != "out" || b.value(res.Value) != `{"left":{"id":"a"}}` {
-		t.Fatalf("merge: %+v %v", res, err)
-	}
+	require.NoError(t, err, "merge: %+v", res)
+	require.Equal(t, "out", res.Port, "merge: %+v %v", res, err)
+	require.Equal(t, `{"left":{"id":"a"}}`, b.value(res.Value), "merge: %+v %v", res, err)
 	res, err = b.runLocal(b.input("m", graph.KindMerge, map[string]string{"left": `1`, "right": `[2]`}))
-	if err != nil || b.value(res.Value) != `{"left":1,"right":[2]}` {
-		t.Fatalf("merge both: %+v %v", res, err)
-	}
+	require.NoError(t, err, "merge both: %+v", res)
+	require.Equal(t, `{"left":1,"right":[2]}`, b.value(res.Value), "merge both: %+v %v", res, err)
 	// A claim-checked input is loaded; a large result is claim-checked.
 	big, _ := json.Marshal(strings.Repeat("x", activities.InlineValueLimit))
 	ref, err := b.st.PutValue(context.Background(), tenant, "run-1", "v", "pass", big)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	in := b.input("m", graph.KindMerge, map[string]string{"right": `2`})
 	in.Inputs["left"] = execution.Value{Ref: &ref}
 	res, err = b.runLocal(in)
-	if err != nil || res.Value.Ref == nil {
-		t.Fatalf("merge of a reference: %+v %v", res, err)
-	}
+	require.NoError(t, err, "merge of a reference: %+v", res)
+	require.NotNil(t, res.Value.Ref, "merge of a reference: %+v %v", res, err)
 	var merged map[string]any
-	if err := json.Unmarshal([]byte(b.value(res.Value)), &merged); err != nil || merged["right"] != 2.0 ||
-		len(merged["left"].(string)) != activities.InlineValueLimit {
-		t.Fatalf("merged %v", err)
-	}
+	err = json.Unmarshal([]byte(b.value(res.Value)), &merged)
+	require.NoError(t, err, "merged")
+	require.True(t, merged["right"] == 2.0, "merged %v", err)
+	require.Len(t, merged["left"].(string), activities.InlineValueLimit, "merged %v", err)
 }
 
 func TestLocalNodeRefusesUnknownNode(t *testing.T) {
@@ -312,13 +283,12 @@ func TestLoadPlan(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t, localDoc)
 	v, err := b.env.ExecuteActivity(execution.ActivityLoadPlan, execution.LoadPlanInput{TenantID: tenant, Checksum: b.checksum})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var p graph.Plan
-	if err := v.Get(&p); err != nil || p.Checksum != b.checksum || len(p.Nodes) != 5 {
-		t.Fatalf("plan %+v %v", p, err)
-	}
+	err = v.Get(&p)
+	require.NoError(t, err, "plan %+v", p)
+	require.Equal(t, b.checksum, p.Checksum, "plan %+v %v", p, err)
+	require.Len(t, p.Nodes, 5, "plan %+v %v", p, err)
 	_, err = b.env.ExecuteActivity(execution.ActivityLoadPlan, execution.LoadPlanInput{TenantID: "other", Checksum: b.checksum})
 	wantAppErr(t, err, execution.ErrPlanNotFound, true)
 }
@@ -329,22 +299,18 @@ func TestAppendEventsActivity(t *testing.T) {
 	ctx := context.Background()
 	run, _, err := b.st.CreateRun(ctx, store.Run{RunID: "run-1", TenantID: tenant, WorkflowKey: "wf", Checksum: b.checksum,
 		Mode: "live", Input: json.RawMessage(`{}`), InputHash: "h", WorkflowID: "weft-x"}, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	in := execution.AppendEventsInput{TenantID: tenant, RunID: run.RunID,
 		Events: []execution.EventDraft{{Key: "run-1/run.started/0", Type: execution.EventRunStarted, At: time.Now()}},
 		Run:    &execution.RunUpdate{Status: execution.StatusRunning}}
 	for range 2 {
-		if _, err := b.env.ExecuteActivity(execution.ActivityAppendEvents, in); err != nil {
-			t.Fatal(err)
-		}
+		_, err = b.env.ExecuteActivity(execution.ActivityAppendEvents, in)
+		require.NoError(t, err)
 	}
 	ev, _ := b.st.ListEvents(ctx, tenant, run.RunID, 0, 10)
 	got, _ := b.st.GetRun(ctx, tenant, run.RunID)
-	if len(ev) != 1 || got.Status != execution.StatusRunning {
-		t.Fatalf("%d events, status %s", len(ev), got.Status)
-	}
+	require.Len(t, ev, 1, "%d events, status %s", len(ev), got.Status)
+	require.Equal(t, execution.StatusRunning, got.Status, "%d events, status %s", len(ev), got.Status)
 	in.Events[0].Type = "Not A Type"
 	in.Events[0].Key = "other"
 	_, err = b.env.ExecuteActivity(execution.ActivityAppendEvents, in)
@@ -361,17 +327,11 @@ func TestAppendEventsActivity(t *testing.T) {
 func TestRegisterRequiresItsDependencies(t *testing.T) {
 	st := testinfra.NewStore(t)
 	reg, err := catalog.NewRegistry(catalog.Builtins(catalog.BuiltinDeps{Notes: st})...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	vars, err := variables.Builtin(st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rt, err := agents.New(agents.Deps{Store: st, Actions: reg, Variables: vars})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var suite testsuite.WorkflowTestSuite
 	for missing, d := range map[string]activities.Deps{
 		"Store":     {Actions: reg, Variables: vars, Agents: rt},
@@ -380,8 +340,6 @@ func TestRegisterRequiresItsDependencies(t *testing.T) {
 		"Agents":    {Store: st, Actions: reg, Variables: vars},
 	} {
 		err := activities.Register(suite.NewTestActivityEnvironment(), d)
-		if err == nil || !strings.Contains(err.Error(), missing) {
-			t.Errorf("Register without %s = %v, want an error naming it", missing, err)
-		}
+		assert.False(t, err == nil || !strings.Contains(err.Error(), missing), "Register without %s = %v, want an error naming it", missing, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/catalog"
@@ -54,9 +55,8 @@ func TestDeadlineHoldsForAHandlerThatIgnoresIt(t *testing.T) {
 	start := time.Now()
 	_, err := b.runNode(b.input("deaf", graph.KindAction, map[string]string{"in": `{}`}))
 	wantAppErr(t, err, execution.ErrActionTimeout, false)
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("took %v with a 300 ms node timeout", d)
-	}
+	d := time.Since(start)
+	require.LessOrEqual(t, d, time.Duration(5*time.Second), "took %v with a 300 ms node timeout", d)
 }
 
 // An unreachable PostgreSQL inside an attempt is an infrastructure fault,
@@ -83,35 +83,31 @@ func TestDrainingWorkerHandsBackRunningAttempts(t *testing.T) {
 	wantAppErr(t, err, execution.ErrWorkerDrained, true)
 	took := time.Since(start)
 	handback := 100*time.Millisecond + drain - activities.HandbackBefore(drain)
-	if took < handback || took > handback+3*time.Second {
-		t.Fatalf("handed back after %v, want about %v", took, handback)
-	}
+	require.GreaterOrEqual(t, took, handback, "handed back after %v, want about %v", took, handback)
+	require.LessOrEqual(t, took, handback+3*time.Second, "handed back after %v, want about %v", took, handback)
 
 	// An attempt that finishes within the window is not disturbed.
 	stop2 := make(chan struct{})
 	b.env.SetWorkerStopChannel(stop2)
 	close(stop2)
 	res, err := b.runNode(b.input("nap", graph.KindAction, map[string]string{"in": `{"ms":50}`}))
-	if err != nil || b.value(res.Value) != `{"sleptMs":50}` {
-		t.Fatalf("%+v %v", res, err)
-	}
+	require.NoError(t, err, "%+v", res)
+	require.Equal(t, `{"sleptMs":50}`, b.value(res.Value), "%+v %v", res, err)
 }
 
 // The agent harness reports an unreachable model provider with the
 // provider's code; the interpreter must recognise it as an infrastructure
 // fault.
 func TestProviderOutageCodeIsAnInfrastructureFault(t *testing.T) {
-	if provider.CodeUnavailable != execution.ErrProviderUnavailable || !execution.IsInfraError(provider.CodeUnavailable) {
-		t.Fatalf("provider.CodeUnavailable %q is not execution.ErrProviderUnavailable", provider.CodeUnavailable)
-	}
+	require.True(t, provider.CodeUnavailable == execution.ErrProviderUnavailable, "provider.CodeUnavailable %q is not execution.ErrProviderUnavailable", provider.CodeUnavailable)
+	require.True(t, execution.IsInfraError(provider.CodeUnavailable), "provider.CodeUnavailable %q is not execution.ErrProviderUnavailable", provider.CodeUnavailable)
 }
 
 func TestHandbackBefore(t *testing.T) {
 	for drain, want := range map[time.Duration]time.Duration{
 		25 * time.Second: 2 * time.Second, 4 * time.Second: time.Second, time.Second: 250 * time.Millisecond, 0: 0,
 	} {
-		if got := activities.HandbackBefore(drain); got != want {
-			t.Fatalf("HandbackBefore(%v) = %v, want %v", drain, got, want)
-		}
+		got := activities.HandbackBefore(drain)
+		require.Equal(t, want, got, "HandbackBefore(%v) = %v, want %v", drain, got, want)
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
@@ -54,9 +56,10 @@ func TestActionHappyPath(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t, actionDoc, withActions(badAction))
 	res, err := b.runNode(b.input("echo", graph.KindAction, map[string]string{"in": item}))
-	if err != nil || res.Port != "out" || res.Value.Ref != nil || b.value(res.Value) != item {
-		t.Fatalf("%+v %v", res, err)
-	}
+	require.NoError(t, err, "%+v", res)
+	require.Equal(t, "out", res.Port, "%+v %v", res, err)
+	require.Nil(t, res.Value.Ref, "%+v %v", res, err)
+	require.Equal(t, item, b.value(res.Value), "%+v %v", res, err)
 }
 
 func TestActionLargeOutputIsClaimChecked(t *testing.T) {
@@ -64,26 +67,22 @@ func TestActionLargeOutputIsClaimChecked(t *testing.T) {
 	b := newBundle(t, actionDoc, withActions(badAction))
 	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", activities.InlineValueLimit)})
 	res, err := b.runNode(b.input("echo", graph.KindAction, map[string]string{"in": string(big)}))
-	if err != nil || res.Value.Ref == nil || res.Value.Inline != nil {
-		t.Fatalf("%+v %v", res, err)
-	}
+	require.NoError(t, err, "%+v", res)
+	require.NotNil(t, res.Value.Ref, "%+v %v", res, err)
+	require.Nil(t, res.Value.Inline, "%+v %v", res, err)
 	var got map[string]string
-	if err := json.Unmarshal([]byte(b.value(res.Value)), &got); err != nil || len(got["text"]) != activities.InlineValueLimit {
-		t.Fatalf("stored value: %v", err)
-	}
+	err = json.Unmarshal([]byte(b.value(res.Value)), &got)
+	require.NoError(t, err, "stored value")
+	require.Len(t, got["text"], activities.InlineValueLimit, "stored value: %v", err)
 }
 
 func TestMappingPointerLiteralTemplate(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t, actionDoc, withActions(badAction))
 	res, err := b.runNode(b.input("mapped", graph.KindAction, map[string]string{"in": item}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(b.value(res.Value)), &got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(b.value(res.Value)), &got))
 	want := map[string]string{
 		"lit":   `{"x":[1,2]}`,
 		"nil":   `null`,
@@ -97,16 +96,12 @@ func TestMappingPointerLiteralTemplate(t *testing.T) {
 		_ = json.Unmarshal([]byte(w), &b)
 		ja, _ := json.Marshal(a)
 		jb, _ := json.Marshal(b)
-		if string(ja) != string(jb) {
-			t.Errorf("%s = %s, want %s", k, got[k], w)
-		}
+		assert.Equal(t, string(jb), string(ja), "%s = %s, want %s", k, got[k], w)
 	}
 	var tpl string
 	_ = json.Unmarshal(got["tpl"], &tpl)
 	wantTpl := `Item a by Ada Lovelace <ada@example.com> on 2026-12-01 in run-1/wf for Acme; items=[{"name":"x"},{"name":"y"}] {{ literal }}`
-	if tpl != wantTpl {
-		t.Errorf("tpl = %q\nwant  %q", tpl, wantTpl)
-	}
+	assert.Equal(t, wantTpl, tpl, "tpl = %q\nwant  %q", tpl, wantTpl)
 }
 
 func TestMappingUnresolvedIsPermanent(t *testing.T) {
@@ -114,9 +109,7 @@ func TestMappingUnresolvedIsPermanent(t *testing.T) {
 	b := newBundle(t, actionDoc, withActions(badAction))
 	_, err := b.runNode(b.input("missing", graph.KindAction, map[string]string{"in": item}))
 	ae := wantAppErr(t, err, execution.ErrMappingUnresolved, true)
-	if !strings.Contains(ae.Error(), "/in/items/7") {
-		t.Fatalf("message does not name the pointer: %v", ae)
-	}
+	require.Contains(t, ae.Error(), "/in/items/7", "message does not name the pointer: %v", ae)
 	_, err = b.runNode(b.input("missingtpl", graph.KindAction, map[string]string{"in": item}))
 	wantAppErr(t, err, execution.ErrMappingUnresolved, true)
 	// No value at all on the input port.
@@ -132,13 +125,12 @@ func TestPermissionRecheckDenied(t *testing.T) {
 	_, err := b.runNode(in)
 	ae := wantAppErr(t, err, execution.ErrPermissionDenied, true)
 	var details map[string][]string
-	if err := ae.Details(&details); err != nil || len(details["missing"]) != 1 || details["missing"][0] != "notes.write" {
-		t.Fatalf("details %v %v", details, err)
-	}
+	err = ae.Details(&details)
+	require.NoError(t, err, "details %v", details)
+	require.Len(t, details["missing"], 1, "details %v %v", details, err)
+	require.Equal(t, "notes.write", details["missing"][0], "details %v %v", details, err)
 	notes, _ := b.st.ListNotes(context.Background(), tenant, 10, nil)
-	if len(notes) != 0 {
-		t.Fatal("a denied node wrote a note")
-	}
+	require.Empty(t, notes, "a denied node wrote a note")
 }
 
 func TestCoreFailRetrySemanticsByAttempt(t *testing.T) {
@@ -152,9 +144,8 @@ func TestCoreFailRetrySemanticsByAttempt(t *testing.T) {
 			wantAppErr(t, err, execution.ErrActionFailed, false)
 			continue
 		}
-		if err != nil || b.value(res.Value) != `"done"` {
-			t.Fatalf("attempt 3: %+v %v", res, err)
-		}
+		require.NoError(t, err, "attempt 3: %+v", res)
+		require.Equal(t, `"done"`, b.value(res.Value), "attempt 3: %+v %v", res, err)
 	}
 }
 
@@ -175,16 +166,12 @@ func TestNodeTimeoutIsRetryableAndPrompt(t *testing.T) {
 	start := time.Now()
 	_, err := b.runNode(b.input("nap", graph.KindAction, map[string]string{"in": `{"ms":5000}`}))
 	wantAppErr(t, err, execution.ErrActionTimeout, false)
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("took %v with a 300 ms node timeout", d)
-	}
-	if beats == 0 {
-		t.Fatal("no heartbeat while the handler ran")
-	}
+	d := time.Since(start)
+	require.LessOrEqual(t, d, time.Duration(2*time.Second), "took %v with a 300 ms node timeout", d)
+	require.NotEqual(t, 0, beats, "no heartbeat while the handler ran")
 	res, err := b.runNode(b.input("nap", graph.KindAction, map[string]string{"in": `{"ms":10}`}))
-	if err != nil || b.value(res.Value) != `{"sleptMs":10}` {
-		t.Fatalf("%+v %v", res, err)
-	}
+	require.NoError(t, err, "%+v", res)
+	require.Equal(t, `{"sleptMs":10}`, b.value(res.Value), "%+v %v", res, err)
 }
 
 func TestNotesWriteExactlyOnceAcrossAttempts(t *testing.T) {
@@ -196,32 +183,28 @@ func TestNotesWriteExactlyOnceAcrossAttempts(t *testing.T) {
 	for attempt := 1; attempt <= 3; attempt++ {
 		in.Attempt = attempt
 		res, err := b.runNode(in)
-		if err != nil {
-			t.Fatalf("attempt %d: %v", attempt, err)
-		}
+		require.NoError(t, err, "attempt %d", attempt)
 		var out struct{ NoteID string }
 		_ = json.Unmarshal([]byte(b.value(res.Value)), &out)
 		if first == "" {
 			first = out.NoteID
 		}
-		if out.NoteID == "" || out.NoteID != first {
-			t.Fatalf("attempt %d: note %q, first %q", attempt, out.NoteID, first)
-		}
+		require.NotEmpty(t, out.NoteID, "attempt %d: note %q, first %q", attempt, out.NoteID, first)
+		require.Equal(t, first, out.NoteID, "attempt %d: note %q, first %q", attempt, out.NoteID, first)
 	}
 	notes, err := b.st.ListNotes(ctx, tenant, 10, nil)
-	if err != nil || len(notes) != 1 {
-		t.Fatalf("%d notes, %v", len(notes), err)
-	}
-	if n := notes[0]; n.Title != "Item a" || n.RunID != "run-1" || n.NodeID != "save" {
-		t.Fatalf("note %+v", n)
-	}
+	require.NoError(t, err, "%d notes,", len(notes))
+	require.Len(t, notes, 1, "%d notes, %v", len(notes), err)
+	n := notes[0]
+	require.Equal(t, "Item a", n.Title, "note %+v", n)
+	require.Equal(t, "run-1", n.RunID, "note %+v", n)
+	require.Equal(t, "save", n.NodeID, "note %+v", n)
 	// The same (tenant, run, node) with another input fails closed.
 	in.Inputs["in"] = execution.Value{Inline: json.RawMessage(`{"id":"b"}`)}
 	_, err = b.runNode(in)
 	wantAppErr(t, err, execution.ErrIdempotencyConflict, true)
-	if notes, _ := b.st.ListNotes(ctx, tenant, 10, nil); len(notes) != 1 {
-		t.Fatalf("%d notes after the conflict", len(notes))
-	}
+	notes, _ = b.st.ListNotes(ctx, tenant, 10, nil)
+	require.Len(t, notes, 1, "%d notes after the conflict", len(notes))
 }
 
 // Live agent nodes are refused until the agent runtime lands (simulated
@@ -242,9 +225,7 @@ func TestAgentWithAMissingRevisionIsUnavailable(t *testing.T) {
 		OutputSchema: json.RawMessage(`{}`), RequiredPermissions: []string{}}))
 	_, err := ab.runNode(ab.input("bot", graph.KindAgent, map[string]string{"in": item}))
 	appErr := wantAppErr(t, err, execution.ErrAgentUnavailable, true)
-	if !strings.Contains(appErr.Error(), "is not stored") {
-		t.Fatalf("refused for another reason: %v", appErr)
-	}
+	require.Contains(t, appErr.Error(), "is not stored", "refused for another reason: %v", appErr)
 }
 
 func TestActionContractMismatchIsRefused(t *testing.T) {
@@ -270,7 +251,5 @@ func TestExternalRiskIsNeverExecuted(t *testing.T) {
 	}))
 	_, err := b.runNode(b.input("echo", graph.KindAction, map[string]string{"in": item}))
 	ae := wantAppErr(t, err, execution.ErrActionUnavailable, true)
-	if !strings.Contains(ae.Error(), "external") {
-		t.Fatalf("message: %v", ae)
-	}
+	require.Contains(t, ae.Error(), "external", "message: %v", ae)
 }

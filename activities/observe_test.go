@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,6 +11,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
@@ -44,41 +45,27 @@ func TestObservedNodeAttempts(t *testing.T) {
 		return execution.NodeResult{}, ctx.Err()
 	}, obs, log)
 
-	if res, err := ok(context.Background(), in); err != nil || res.Port != "out" {
-		t.Fatalf("ok = %+v, %v", res, err)
-	}
-	if _, err := failing(context.Background(), in); err == nil {
-		t.Fatal("failing returned no error")
-	}
-	if _, err := cancelling(cancelledCtx, in); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelling = %v", err)
-	}
+	res, err := ok(context.Background(), in)
+	require.NoError(t, err, "ok = %+v,", res)
+	require.Equal(t, "out", res.Port, "ok = %+v, %v", res, err)
+	_, err = failing(context.Background(), in)
+	require.Error(t, err, "failing returned no error")
+	_, err = cancelling(cancelledCtx, in)
+	require.ErrorIs(t, err, context.Canceled, "cancelling = %v", err)
 	want := []seenNode{{"action", "succeeded"}, {"action", "failed"}, {"action", "cancelled"}}
-	if len(obs.seen) != len(want) {
-		t.Fatalf("observed %v, want %v", obs.seen, want)
-	}
+	require.Len(t, obs.seen, len(want), "observed %v, want %v", obs.seen, want)
 	for i := range want {
-		if obs.seen[i] != want[i] {
-			t.Errorf("observation %d = %v, want %v", i, obs.seen[i], want[i])
-		}
+		assert.True(t, obs.seen[i] == want[i], "observation %d = %v, want %v", i, obs.seen[i], want[i])
 	}
 
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("want 3 log lines, got %d:\n%s", len(lines), buf.String())
-	}
+	require.Len(t, lines, 3, "want 3 log lines, got %d:\n%s", len(lines), buf.String())
 	for i, l := range lines {
 		var rec map[string]any
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatalf("line %d is not JSON: %s", i, l)
-		}
-		if rec["run"] != "run-1" || rec["node"] != "save" || rec["kind"] != "action" || rec["attempt"] != float64(2) || rec["outcome"] != want[i].outcome {
-			t.Errorf("line %d = %s", i, l)
-		}
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), "line %d is not JSON: %s", i, l)
+		assert.False(t, rec["run"] != "run-1" || rec["node"] != "save" || rec["kind"] != "action" || rec["attempt"] != float64(2) || rec["outcome"] != want[i].outcome, "line %d = %s", i, l)
 	}
-	if !strings.Contains(lines[1], `"errorType":"SCHEMA_VIOLATION"`) {
-		t.Errorf("failure line lacks the error type: %s", lines[1])
-	}
+	assert.Contains(t, lines[1], `"errorType":"SCHEMA_VIOLATION"`, "failure line lacks the error type: %s", lines[1])
 }
 
 // TestNilObserver: without an observer attempts are still logged.
@@ -87,12 +74,9 @@ func TestNilObserver(t *testing.T) {
 	run := observed(func(context.Context, execution.NodeInput) (execution.NodeResult, error) {
 		return execution.NodeResult{Port: "pass"}, nil
 	}, nil, slog.New(slog.NewJSONHandler(&buf, nil)))
-	if _, err := run(context.Background(), execution.NodeInput{RunID: "r", Kind: graph.KindGate}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(buf.String(), `"run":"r"`) {
-		t.Errorf("log = %s", buf.String())
-	}
+	_, err := run(context.Background(), execution.NodeInput{RunID: "r", Kind: graph.KindGate})
+	require.NoError(t, err)
+	assert.Contains(t, buf.String(), `"run":"r"`, "log = %s", buf.String())
 }
 
 // TestLoggedAppends: a batch that changes the run status is logged with the run id.
@@ -100,20 +84,12 @@ func TestLoggedAppends(t *testing.T) {
 	var buf bytes.Buffer
 	appendEvents := loggedAppends(func(context.Context, execution.AppendEventsInput) error { return nil },
 		slog.New(slog.NewJSONHandler(&buf, nil)))
-	if err := appendEvents(context.Background(), execution.AppendEventsInput{TenantID: "t", RunID: "r1"}); err != nil {
-		t.Fatal(err)
-	}
-	if buf.Len() != 0 {
-		t.Fatalf("a batch without a status change logged: %s", buf.String())
-	}
+	require.NoError(t, appendEvents(context.Background(), execution.AppendEventsInput{TenantID: "t", RunID: "r1"}))
+	require.Equal(t, 0, buf.Len(), "a batch without a status change logged: %s", buf.String())
 	err := appendEvents(context.Background(), execution.AppendEventsInput{TenantID: "t", RunID: "r1",
 		Run: &execution.RunUpdate{Status: "failed", Error: &execution.RunError{Code: "NODE_FAILED", NodeID: "save"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, want := range []string{`"msg":"run status"`, `"run":"r1"`, `"status":"failed"`, `"errorCode":"NODE_FAILED"`, `"errorNode":"save"`} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("log lacks %s: %s", want, buf.String())
-		}
+		assert.Contains(t, buf.String(), want, "log lacks %s: %s", want, buf.String())
 	}
 }

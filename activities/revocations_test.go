@@ -2,12 +2,11 @@ package activities_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
@@ -22,20 +21,18 @@ func TestRevocationsAreRecheckedPerAttempt(t *testing.T) {
 	in := b.input("save", graph.KindAction, map[string]string{"in": item})
 	in.Actor = execution.Actor{Kind: "service", Sub: "webhook:whk_1", ConfiguredBy: "ada"}
 	in.Permissions = []string{"notes.write", "runs.execute"}
-	if _, err := b.runNode(in); err != nil {
-		t.Fatalf("before the revocation: %v", err)
-	}
-
-	if err := b.st.Revoke(ctx, tenant, "ada", "notes.write"); err != nil {
-		t.Fatal(err)
-	}
-	in.Attempt = 2
 	_, err := b.runNode(in)
+	require.NoError(t, err, "before the revocation")
+
+	require.NoError(t, b.st.Revoke(ctx, tenant, "ada", "notes.write"))
+	in.Attempt = 2
+	_, err = b.runNode(in)
 	ae := wantAppErr(t, err, execution.ErrPermissionDenied, true)
 	var details map[string][]string
-	if err := ae.Details(&details); err != nil || len(details["missing"]) != 1 || details["missing"][0] != "notes.write" {
-		t.Fatalf("details %v %v", details, err)
-	}
+	err = ae.Details(&details)
+	require.NoError(t, err, "details %v", details)
+	require.Len(t, details["missing"], 1, "details %v %v", details, err)
+	require.Equal(t, "notes.write", details["missing"][0], "details %v %v", details, err)
 
 	// A revocation from ada reaches her own runs too (the next attempt of
 	// an action node is PERMISSION_DENIED), and only the runs whose
@@ -47,29 +44,24 @@ func TestRevocationsAreRecheckedPerAttempt(t *testing.T) {
 	wantAppErr(t, err, execution.ErrPermissionDenied, true)
 	bob := user
 	bob.Actor = execution.Actor{Kind: "user", Sub: "bob"}
-	if _, err := b.runNode(bob); err != nil {
-		t.Fatalf("another user's run is unaffected: %v", err)
-	}
+	_, err = b.runNode(bob)
+	require.NoError(t, err, "another user's run is unaffected")
 	other := in
 	other.Actor.ConfiguredBy = "bob"
-	if _, err := b.runNode(other); err != nil {
-		t.Fatalf("another creator's service actor is unaffected: %v", err)
-	}
+	_, err = b.runNode(other)
+	require.NoError(t, err, "another creator's service actor is unaffected")
 	// Removing the revocation gives the scope back from the next attempt on.
-	if err := b.st.Unrevoke(ctx, tenant, "ada", "notes.write"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.st.Unrevoke(ctx, tenant, "ada", "notes.write"))
 	user.Attempt = 4
-	if _, err := b.runNode(user); err != nil {
-		t.Fatalf("after the revocation was removed: %v", err)
-	}
+	_, err = b.runNode(user)
+	require.NoError(t, err, "after the revocation was removed")
 
 	// A revocation that cannot be read fails the attempt retryably: the
 	// node never runs on scopes it may have lost.
 	b.st.Close()
 	_, err = b.runNode(in)
 	var app *temporal.ApplicationError
-	if !errors.As(err, &app) || app.NonRetryable() || !strings.Contains(err.Error(), "revocations") {
-		t.Fatalf("err = %v, want a retryable revocation read error", err)
-	}
+	require.ErrorAs(t, err, &app, "err = %v, want a retryable revocation read error", err)
+	require.False(t, app.NonRetryable(), "err = %v, want a retryable revocation read error", err)
+	require.Contains(t, err.Error(), "revocations", "err = %v, want a retryable revocation read error", err)
 }

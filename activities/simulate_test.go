@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
@@ -60,9 +61,8 @@ func simBundle(t *testing.T, fixtures string) (*bundle, *atomic.Int64) {
 		Mode: string(execution.ModeSimulation), Input: json.RawMessage(`{}`), InputHash: "h",
 		Origin: execution.Origin{Kind: "api"}, Actor: execution.Actor{Kind: "user", Sub: "ada"},
 		Fixtures: json.RawMessage(fixtures), WorkflowID: "weft-sim"}
-	if _, _, err := b.st.CreateRun(context.Background(), run, "k"); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err := b.st.CreateRun(context.Background(), run, "k")
+	require.NoError(t, err)
 	return b, &calls
 }
 
@@ -87,43 +87,42 @@ func TestSimulatedNodesReturnFixturesAndCallNothing(t *testing.T) {
 	_, err := b.runNode(b.simInput("echo", graph.KindAction, 1))
 	ae := wantAppErr(t, err, "ACTION_FAILED", false)
 	var d execution.FailureDetails
-	if err := ae.Details(&d); err != nil || d.DurationMs != 1500 {
-		t.Fatalf("details %+v %v", d, err)
-	}
+	err = ae.Details(&d)
+	require.NoError(t, err, "details %+v", d)
+	require.Equal(t, int64(1500), d.DurationMs, "details %+v %v", d, err)
 	_, err = b.runNode(b.simInput("echo", graph.KindAction, 2))
 	wantAppErr(t, err, "SIMULATED_ERROR", false)
 	for _, attempt := range []int{3, 4} { // the last fixture repeats
 		res, err := b.runNode(b.simInput("echo", graph.KindAction, attempt))
-		if err != nil || res.Port != "out" || !jsonEq(b.value(res.Value), `{"echoed": true}`) || res.DurationMs != 250 {
-			t.Fatalf("attempt %d: %+v %v", attempt, res, err)
-		}
+		require.NoError(t, err, "attempt %d: %+v", attempt, res)
+		require.Equal(t, "out", res.Port, "attempt %d: %+v %v", attempt, res, err)
+		require.True(t, jsonEq(b.value(res.Value), `{"echoed": true}`), "attempt %d: %+v %v", attempt, res, err)
+		require.Equal(t, int64(250), res.DurationMs, "attempt %d: %+v %v", attempt, res, err)
 	}
 
 	res, err := b.runNode(b.simInput("save", graph.KindAction, 1))
-	if err != nil || !jsonEq(b.value(res.Value), `{"noteId": "sim-note"}`) {
-		t.Fatalf("save: %+v %v", res, err)
-	}
+	require.NoError(t, err, "save: %+v", res)
+	require.True(t, jsonEq(b.value(res.Value), `{"noteId": "sim-note"}`), "save: %+v %v", res, err)
 	res, err = b.runNode(b.simInput("bot", graph.KindAgent, 1))
-	if err != nil || res.Port != "out" || res.DurationMs != 9000 || !jsonEq(b.value(res.Value), `{"answer": "42", "score": 7}`) {
-		t.Fatalf("bot: %+v %v", res, err)
-	}
+	require.NoError(t, err, "bot: %+v", res)
+	require.Equal(t, "out", res.Port, "bot: %+v %v", res, err)
+	require.Equal(t, int64(9000), res.DurationMs, "bot: %+v %v", res, err)
+	require.True(t, jsonEq(b.value(res.Value), `{"answer": "42", "score": 7}`), "bot: %+v %v", res, err)
 	res, err = b.runNode(b.simInput("judge", graph.KindAgentDecision, 1))
-	if err != nil || res.Port != "fail" || b.value(res.Value) != item {
-		t.Fatalf("judge: %+v %v", res, err)
-	}
+	require.NoError(t, err, "judge: %+v", res)
+	require.Equal(t, "fail", res.Port, "judge: %+v %v", res, err)
+	require.Equal(t, item, b.value(res.Value), "judge: %+v %v", res, err)
 	_, err = b.runNode(b.simInput("judge", graph.KindAgentDecision, 2))
 	wantAppErr(t, err, "POLICY", true)
 
-	if n := calls.Load(); n != 0 {
-		t.Fatalf("%d handler calls in simulation", n)
-	}
-	if notes, _ := b.st.ListNotes(context.Background(), tenant, 10, nil); len(notes) != 0 {
-		t.Fatalf("simulation wrote %d notes", len(notes))
-	}
+	n := calls.Load()
+	require.Equal(t, int64(0), n, "%d handler calls in simulation", n)
+	notes, _ := b.st.ListNotes(context.Background(), tenant, 10, nil)
+	require.Empty(t, notes, "simulation wrote %d notes", len(notes))
 	var ledger int
-	if err := b.st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM action_ledger`).Scan(&ledger); err != nil || ledger != 0 {
-		t.Fatalf("simulation wrote %d ledger rows (%v)", ledger, err)
-	}
+	err = b.st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM action_ledger`).Scan(&ledger)
+	require.NoError(t, err, "simulation wrote %d ledger rows (%v)", ledger, err)
+	require.Equal(t, 0, ledger, "simulation wrote %d ledger rows (%v)", ledger, err)
 }
 
 func TestSimulatedDefaultsAreSchemaValidAndStable(t *testing.T) {
@@ -143,18 +142,18 @@ func TestSimulatedDefaultsAreSchemaValidAndStable(t *testing.T) {
 		}
 		for attempt := 1; attempt <= 2; attempt++ {
 			res, err := b.runNode(b.simInput(node, kind, attempt))
-			if err != nil || res.Port != "out" || b.value(res.Value) != w || res.DurationMs != 0 {
-				t.Fatalf("%s attempt %d: %+v %s %v, want %s", node, attempt, res, b.value(res.Value), err, w)
-			}
+			require.NoError(t, err, "%s attempt %d: %+v %s %v, want %s", node, attempt, res, b.value(res.Value), err, w)
+			require.Equal(t, "out", res.Port, "%s attempt %d: %+v %s %v, want %s", node, attempt, res, b.value(res.Value), err, w)
+			require.Equal(t, w, b.value(res.Value), "%s attempt %d: %+v %s %v, want %s", node, attempt, res, b.value(res.Value), err, w)
+			require.Equal(t, int64(0), res.DurationMs, "%s attempt %d: %+v %s %v, want %s", node, attempt, res, b.value(res.Value), err, w)
 		}
 	}
 	res, err := b.runNode(b.simInput("judge", graph.KindAgentDecision, 1))
-	if err != nil || res.Port != "pass" || b.value(res.Value) != item {
-		t.Fatalf("decisions default to pass carrying the input: %+v %v", res, err)
-	}
-	if n := calls.Load(); n != 0 {
-		t.Fatalf("%d handler calls in simulation", n)
-	}
+	require.NoError(t, err, "decisions default to pass carrying the input: %+v", res)
+	require.Equal(t, "pass", res.Port, "decisions default to pass carrying the input: %+v %v", res, err)
+	require.Equal(t, item, b.value(res.Value), "decisions default to pass carrying the input: %+v %v", res, err)
+	n := calls.Load()
+	require.Equal(t, int64(0), n, "%d handler calls in simulation", n)
 }
 
 func TestSimulationRefusals(t *testing.T) {
@@ -172,9 +171,8 @@ func TestSimulationRefusals(t *testing.T) {
 	live := store.Run{RunID: "run-live", TenantID: tenant, WorkflowKey: "wf", Checksum: b.checksum,
 		Mode: string(execution.ModeLive), Input: json.RawMessage(`{}`), InputHash: "h",
 		Origin: execution.Origin{Kind: "api"}, Actor: execution.Actor{Kind: "user", Sub: "ada"}, WorkflowID: "weft-live"}
-	if _, _, err := b.st.CreateRun(context.Background(), live, "k-live"); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err = b.st.CreateRun(context.Background(), live, "k-live")
+	require.NoError(t, err)
 	in := b.simInput("echo", graph.KindAction, 1)
 	in.RunID = "run-live"
 	_, err = b.runNode(in)
@@ -183,9 +181,8 @@ func TestSimulationRefusals(t *testing.T) {
 	in.RunID = "run-missing"
 	_, err = b.runNode(in)
 	wantAppErr(t, err, activities.ErrInvalidFixtures, true)
-	if n := calls.Load(); n != 0 {
-		t.Fatalf("%d handler calls in simulation", n)
-	}
+	n := calls.Load()
+	require.Equal(t, int64(0), n, "%d handler calls in simulation", n)
 }
 
 // jsonEq compares two JSON documents by value.

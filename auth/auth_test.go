@@ -1,34 +1,33 @@
 package auth
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const secret = "0123456789abcdef0123456789abcdef"
 
 func TestMintVerifyRoundTrip(t *testing.T) {
 	k, err := NewKeys(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := Principal{Tenant: "acme", Sub: "ada", Scopes: []string{ScopeRunsRead}, Name: "Ada", Email: "ada@example.com", TenantName: "Acme"}
 	tok, err := k.Mint(p, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, err := k.Verify(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Tenant != p.Tenant || got.Sub != p.Sub || got.Name != p.Name || got.Email != p.Email || got.TenantName != p.TenantName ||
-		len(got.Scopes) != 1 || !got.Has(ScopeRunsRead) || got.Has(ScopeRunsCancel) {
-		t.Fatalf("round trip changed the principal: %+v", got)
-	}
+	require.NoError(t, err)
+	require.Equal(t, p.Tenant, got.Tenant, "round trip changed the principal: %+v", got)
+	require.Equal(t, p.Sub, got.Sub, "round trip changed the principal: %+v", got)
+	require.Equal(t, p.Name, got.Name, "round trip changed the principal: %+v", got)
+	require.Equal(t, p.Email, got.Email, "round trip changed the principal: %+v", got)
+	require.Equal(t, p.TenantName, got.TenantName, "round trip changed the principal: %+v", got)
+	require.Len(t, got.Scopes, 1, "round trip changed the principal: %+v", got)
+	require.True(t, got.Has(ScopeRunsRead), "round trip changed the principal: %+v", got)
+	require.False(t, got.Has(ScopeRunsCancel), "round trip changed the principal: %+v", got)
 }
 
 func TestVerifyRefuses(t *testing.T) {
@@ -45,9 +44,8 @@ func TestVerifyRefuses(t *testing.T) {
 	hs512, _ := jwt.NewWithClaims(jwt.SigningMethodHS512, jwt.MapClaims{"sub": "ada", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
 	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sub": "ada", "tenant": "acme", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(jwt.UnsafeAllowNoneSignatureType)
 
-	if _, err := k.Verify(good); err != nil {
-		t.Fatalf("good token refused: %v", err)
-	}
+	_, err := k.Verify(good)
+	require.NoError(t, err, "good token refused")
 	for name, tok := range map[string]string{
 		"other secret":     foreign,
 		"expired":          expired,
@@ -58,30 +56,24 @@ func TestVerifyRefuses(t *testing.T) {
 		"garbage":          "not.a.token",
 		"tampered payload": good[:len(good)-2] + "xx",
 	} {
-		if _, err := k.Verify(tok); !errors.Is(err, ErrInvalidToken) {
-			t.Errorf("%s: got %v, want ErrInvalidToken", name, err)
-		}
+		_, err := k.Verify(tok)
+		assert.ErrorIs(t, err, ErrInvalidToken, "%s: got %v, want ErrInvalidToken", name, err)
 	}
 }
 
 func TestKeysAndMintRefuseBadArguments(t *testing.T) {
-	if _, err := NewKeys("short"); err == nil {
-		t.Fatal("a short secret was accepted")
-	}
+	_, err := NewKeys("short")
+	require.Error(t, err, "a short secret was accepted")
 	k, _ := NewKeys(secret)
-	if _, err := k.Mint(Principal{Sub: "ada"}, time.Hour); err == nil {
-		t.Fatal("a token without tenant was minted")
-	}
-	if _, err := k.Mint(Principal{Tenant: "acme", Sub: "ada"}, 0); err == nil {
-		t.Fatal("a token without lifetime was minted")
-	}
+	_, err = k.Mint(Principal{Sub: "ada"}, time.Hour)
+	require.Error(t, err, "a token without tenant was minted")
+	_, err = k.Mint(Principal{Tenant: "acme", Sub: "ada"}, 0)
+	require.Error(t, err, "a token without lifetime was minted")
 }
 
 func TestMissing(t *testing.T) {
 	got := Missing([]string{"a", "c"}, []string{"d", "b", "a", "b"})
-	if strings.Join(got, ",") != "b,d" {
-		t.Fatalf("Missing = %v, want [b d]", got)
-	}
+	require.Equal(t, "b,d", strings.Join(got, ","), "Missing = %v, want [b d]", got)
 }
 
 // TestWithout: the set difference Missing and authz.Effective share is
@@ -109,10 +101,6 @@ func TestAllScopes(t *testing.T) {
 		"agents.read", "agents.write", "variables.read", "schedules.manage",
 		"revocations.manage", "limits.manage", "notes.write",
 	}
-	if strings.Join(AllScopes, " ") != strings.Join(want, " ") {
-		t.Fatalf("AllScopes = %v, want %v", AllScopes, want)
-	}
-	if ScopeRevocationsManage != "revocations.manage" {
-		t.Fatalf("ScopeRevocationsManage = %q", ScopeRevocationsManage)
-	}
+	require.Equal(t, strings.Join(want, " "), strings.Join(AllScopes, " "), "AllScopes = %v, want %v", AllScopes, want)
+	require.True(t, ScopeRevocationsManage == "revocations.manage", "ScopeRevocationsManage = %q", ScopeRevocationsManage)
 }

@@ -154,9 +154,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
+		require.False(t, time.Now().After(deadline), "timed out after %s waiting for %s", timeout, what)
 		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -3,7 +3,6 @@ package catalog_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
@@ -22,27 +22,21 @@ import (
 func builtinRegistry(t *testing.T, d catalog.BuiltinDeps) *catalog.Registry {
 	t.Helper()
 	r, err := catalog.NewRegistry(catalog.Builtins(d)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return r
 }
 
 func call(t *testing.T, r *catalog.Registry, id string, c catalog.Call) (json.RawMessage, error) {
 	t.Helper()
 	a, ok := r.Lookup(id, 1)
-	if !ok {
-		t.Fatalf("%s@1 not registered", id)
-	}
+	require.True(t, ok, "%s@1 not registered", id)
 	return a.Handler(context.Background(), c)
 }
 
 func appErr(t *testing.T, err error) *temporal.ApplicationError {
 	t.Helper()
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) {
-		t.Fatalf("err = %v, want an application error", err)
-	}
+	require.ErrorAs(t, err, &ae, "err = %v, want an application error", err)
 	return ae
 }
 
@@ -50,24 +44,20 @@ func TestRegistry(t *testing.T) {
 	t.Parallel()
 	r := builtinRegistry(t, catalog.BuiltinDeps{})
 	got := r.Contracts()
-	if len(got) != 5 || got[0].ID != "core.echo" || got[4].ID != "workspace.notes.write" {
-		t.Fatalf("contracts %v", got)
-	}
-	if _, ok := r.Lookup("core.echo", 2); ok {
-		t.Fatal("core.echo@2 should not resolve")
-	}
+	require.Len(t, got, 5, "contracts %v", got)
+	require.Equal(t, "core.echo", got[0].ID, "contracts %v", got)
+	require.Equal(t, "workspace.notes.write", got[4].ID, "contracts %v", got)
+	_, ok := r.Lookup("core.echo", 2)
+	require.False(t, ok, "core.echo@2 should not resolve")
 	dup := catalog.Action{Contract: catalog.EchoV1, Handler: func(context.Context, catalog.Call) (json.RawMessage, error) { return nil, nil }}
-	if _, err := catalog.NewRegistry(append(catalog.Builtins(catalog.BuiltinDeps{}), dup)...); err == nil {
-		t.Fatal("duplicate id@version accepted")
-	}
-	if _, err := catalog.NewRegistry(catalog.Action{Contract: catalog.EchoV1}); err == nil {
-		t.Fatal("missing handler accepted")
-	}
+	_, err := catalog.NewRegistry(append(catalog.Builtins(catalog.BuiltinDeps{}), dup)...)
+	require.Error(t, err, "duplicate id@version accepted")
+	_, err = catalog.NewRegistry(catalog.Action{Contract: catalog.EchoV1})
+	require.Error(t, err, "missing handler accepted")
 	bad := catalog.EchoV1
 	bad.InputSchema = json.RawMessage(`{"type":7}`)
-	if _, err := catalog.NewRegistry(catalog.Action{Contract: bad, Handler: dup.Handler}); err == nil {
-		t.Fatal("uncompilable schema accepted")
-	}
+	_, err = catalog.NewRegistry(catalog.Action{Contract: bad, Handler: dup.Handler})
+	require.Error(t, err, "uncompilable schema accepted")
 }
 
 func TestContractHashMatchesPublication(t *testing.T) {
@@ -77,30 +67,21 @@ func TestContractHashMatchesPublication(t *testing.T) {
 		{"id":"a","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.echo","version":1}},
 		{"id":"out","kind":"output","inputs":{"in":"any"}}],
 		"edges":[{"from":"in.out","to":"a.in"},{"from":"a.out","to":"out.in"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c, issues := graph.Compile(doc, graph.NewStaticCatalog(catalog.BuiltinContracts(), nil))
-	if len(issues) > 0 {
-		t.Fatal(issues)
-	}
-	if c.Actions[0].Hash != catalog.ContractHash(catalog.EchoV1) {
-		t.Fatalf("pinned %s, catalog %s", c.Actions[0].Hash, catalog.ContractHash(catalog.EchoV1))
-	}
+	require.Empty(t, issues, issues)
+	require.Equal(t, catalog.ContractHash(catalog.EchoV1), c.Actions[0].Hash, "pinned %s, catalog %s", c.Actions[0].Hash, catalog.ContractHash(catalog.EchoV1))
 	changed := catalog.EchoV1
 	changed.TimeoutMs++
-	if catalog.ContractHash(changed) == catalog.ContractHash(catalog.EchoV1) {
-		t.Fatal("hash ignores content")
-	}
+	require.NotEqual(t, catalog.ContractHash(catalog.EchoV1), catalog.ContractHash(changed), "hash ignores content")
 }
 
 func TestEcho(t *testing.T) {
 	t.Parallel()
 	r := builtinRegistry(t, catalog.BuiltinDeps{})
 	out, err := call(t, r, "core.echo", catalog.Call{Input: json.RawMessage(`{"a":[1,2]}`)})
-	if err != nil || string(out) != `{"a":[1,2]}` {
-		t.Fatalf("%s %v", out, err)
-	}
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, `{"a":[1,2]}`, string(out), "%s %v", out, err)
 }
 
 func TestFailUntilAttempt(t *testing.T) {
@@ -111,14 +92,12 @@ func TestFailUntilAttempt(t *testing.T) {
 		out, err := call(t, r, "core.fail", catalog.Call{Attempt: attempt, Input: in})
 		if attempt < 3 {
 			ae := appErr(t, err)
-			if ae.NonRetryable() || ae.Type() != execution.ErrActionFailed {
-				t.Fatalf("attempt %d: %v (nonRetryable=%v)", attempt, err, ae.NonRetryable())
-			}
+			require.False(t, ae.NonRetryable(), "attempt %d: %v (nonRetryable=%v)", attempt, err, ae.NonRetryable())
+			require.Equal(t, execution.ErrActionFailed, ae.Type(), "attempt %d: %v (nonRetryable=%v)", attempt, err, ae.NonRetryable())
 			continue
 		}
-		if err != nil || string(out) != `{"ok":true}` {
-			t.Fatalf("attempt %d: %s %v", attempt, out, err)
-		}
+		require.NoError(t, err, "attempt %d: %s", attempt, out)
+		require.Equal(t, `{"ok":true}`, string(out), "attempt %d: %s %v", attempt, out, err)
 	}
 }
 
@@ -127,12 +106,9 @@ func TestSleepHeartbeatsAndReturns(t *testing.T) {
 	r := builtinRegistry(t, catalog.BuiltinDeps{})
 	var beats atomic.Int32
 	out, err := call(t, r, "core.sleep", catalog.Call{Input: json.RawMessage(`{"ms":30}`), Heartbeat: func(...any) { beats.Add(1) }})
-	if err != nil || string(out) != `{"sleptMs":30}` {
-		t.Fatalf("%s %v", out, err)
-	}
-	if beats.Load() < 1 {
-		t.Fatal("no heartbeat")
-	}
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, `{"sleptMs":30}`, string(out), "%s %v", out, err)
+	require.GreaterOrEqual(t, beats.Load(), int32(1), "no heartbeat")
 }
 
 func TestSleepCancellationReturnsPromptly(t *testing.T) {
@@ -143,12 +119,9 @@ func TestSleepCancellationReturnsPromptly(t *testing.T) {
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start := time.Now()
 	_, err := a.Handler(ctx, catalog.Call{Input: json.RawMessage(`{"ms":60000}`)})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("err = %v", err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("returned after %v", d)
-	}
+	require.ErrorIs(t, err, context.Canceled, "err = %v", err)
+	d := time.Since(start)
+	require.LessOrEqual(t, d, time.Second, "returned after %v", d)
 }
 
 func TestNotesWriteOncePerKey(t *testing.T) {
@@ -166,47 +139,39 @@ func TestNotesWriteOncePerKey(t *testing.T) {
 			c.Input = json.RawMessage(`{ "body": {"a":2.0,"b":1}, "title": "T" }`) // same content, other spelling
 		}
 		out, err := call(t, r, "workspace.notes.write", c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var res struct{ NoteID string }
 		_ = json.Unmarshal(out, &res)
 		if first == "" {
 			first = res.NoteID
 		}
-		if res.NoteID != first {
-			t.Fatalf("attempt %d wrote another note %s", attempt, res.NoteID)
-		}
+		require.Equal(t, first, res.NoteID, "attempt %d wrote another note %s", attempt, res.NoteID)
 	}
 	notes, err := st.ListNotes(context.Background(), "t1", 10, nil)
-	if err != nil || len(notes) != 1 {
-		t.Fatalf("%d notes, %v", len(notes), err)
-	}
+	require.NoError(t, err, "%d notes,", len(notes))
+	require.Len(t, notes, 1, "%d notes, %v", len(notes), err)
 	// The note records who acted: the webhook's service actor and the user
 	// who configured it.
-	if notes[0].Actor == nil || *notes[0].Actor != actor || notes[0].RequestedBy != "ada" {
-		t.Fatalf("note author %+v %q", notes[0].Actor, notes[0].RequestedBy)
-	}
+	require.NotNil(t, notes[0].Actor, "note author %+v %q", notes[0].Actor, notes[0].RequestedBy)
+	require.True(t, *notes[0].Actor == actor, "note author %+v %q", notes[0].Actor, notes[0].RequestedBy)
+	require.Equal(t, "ada", notes[0].RequestedBy, "note author %+v %q", notes[0].Actor, notes[0].RequestedBy)
 	c.Input = json.RawMessage(`{"title":"other","body":1}`)
 	_, err = call(t, r, "workspace.notes.write", c)
-	if ae := appErr(t, err); !ae.NonRetryable() || ae.Type() != execution.ErrIdempotencyConflict {
-		t.Fatalf("conflict: %v", err)
-	}
+	ae := appErr(t, err)
+	require.True(t, ae.NonRetryable(), "conflict: %v", err)
+	require.Equal(t, execution.ErrIdempotencyConflict, ae.Type(), "conflict: %v", err)
 	c.IdempotencyKey = ""
-	if _, err = call(t, r, "workspace.notes.write", c); !appErr(t, err).NonRetryable() {
-		t.Fatal("unkeyed write not refused")
-	}
+	_, err = call(t, r, "workspace.notes.write", c)
+	require.True(t, appErr(t, err).NonRetryable(), "unkeyed write not refused")
 	// Nor is an unattributed one written.
 	anon := c
 	anon.IdempotencyKey, anon.Actor, anon.Input = "t1/r1/anon", execution.Actor{}, json.RawMessage(`{"title":"A","body":1}`)
-	if _, err = call(t, r, "workspace.notes.write", anon); !appErr(t, err).NonRetryable() {
-		t.Fatal("unattributed write not refused")
-	}
+	_, err = call(t, r, "workspace.notes.write", anon)
+	require.True(t, appErr(t, err).NonRetryable(), "unattributed write not refused")
 	// Without a store the action is unavailable, never a fake success.
 	none := builtinRegistry(t, catalog.BuiltinDeps{})
-	if _, err := call(t, none, "workspace.notes.write", c); appErr(t, err).Type() != execution.ErrActionUnavailable {
-		t.Fatalf("no store: %v", err)
-	}
+	_, err = call(t, none, "workspace.notes.write", c)
+	require.Equal(t, execution.ErrActionUnavailable, appErr(t, err).Type(), "no store: %v", err)
 }
 
 func TestHTTPFetchBounded(t *testing.T) {
@@ -240,23 +205,22 @@ func TestHTTPFetchBounded(t *testing.T) {
 		return m, json.Unmarshal(out, &m)
 	}
 	m, err := fetch(context.Background(), srv.URL+"/hello")
-	if err != nil || m["body"] != "hello" || m["status"] != 200.0 || m["truncated"] != false {
-		t.Fatalf("%v %v", m, err)
-	}
+	require.NoError(t, err, "%v", m)
+	require.True(t, m["body"] == "hello", "%v %v", m, err)
+	require.True(t, m["status"] == 200.0, "%v %v", m, err)
+	require.True(t, m["truncated"] == false, "%v %v", m, err)
 	m, err = fetch(context.Background(), srv.URL+"/big")
-	if err != nil || m["truncated"] != true || m["bytes"] != float64(catalog.MaxFetchBytes) {
-		t.Fatalf("big: truncated=%v bytes=%v %v", m["truncated"], m["bytes"], err)
-	}
+	require.NoError(t, err, "big: truncated=%v bytes=%v", m["truncated"], m["bytes"])
+	require.True(t, m["truncated"] == true, "big: truncated=%v bytes=%v %v", m["truncated"], m["bytes"], err)
+	require.True(t, m["bytes"] == float64(catalog.MaxFetchBytes), "big: truncated=%v bytes=%v %v", m["truncated"], m["bytes"], err)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	if _, err := fetch(ctx, srv.URL+"/slow"); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
-		t.Fatalf("slow: %v after %v", err, time.Since(start))
-	}
-	if _, err := fetch(context.Background(), srv.URL+"/down"); appErr(t, err).NonRetryable() {
-		t.Fatal("5xx should be retryable")
-	}
-	if _, err := fetch(context.Background(), "file:///etc/passwd"); !appErr(t, err).NonRetryable() {
-		t.Fatal("file URL should be refused")
-	}
+	_, err = fetch(ctx, srv.URL+"/slow")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "slow: %v after %v", err, time.Since(start))
+	require.LessOrEqual(t, time.Since(start), time.Duration(2*time.Second), "slow: %v after %v", err, time.Since(start))
+	_, err = fetch(context.Background(), srv.URL+"/down")
+	require.False(t, appErr(t, err).NonRetryable(), "5xx should be retryable")
+	_, err = fetch(context.Background(), "file:///etc/passwd")
+	require.True(t, appErr(t, err).NonRetryable(), "file URL should be refused")
 }

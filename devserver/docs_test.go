@@ -4,9 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -18,36 +19,22 @@ import (
 func TestREADMEDocumentsSettings(t *testing.T) {
 	root := testinfra.RepoRoot()
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	src, err := os.ReadFile(filepath.Join(root, "config", "config.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	vars := regexp.MustCompile(`get\("([A-Z][A-Z0-9_]+)"|(?:intEnv|durationEnv)\(get, "([A-Z][A-Z0-9_]+)"`).FindAllStringSubmatch(string(src), -1)
-	if len(vars) < 10 {
-		t.Fatalf("found only %d variables in config.go; has its shape changed?", len(vars))
-	}
+	require.GreaterOrEqual(t, len(vars), 10, "found only %d variables in config.go; has its shape changed?", len(vars))
 	for _, m := range vars {
 		name := m[1] + m[2]
-		if !strings.Contains(string(readme), "`"+name+"`") {
-			t.Errorf("README does not document %s", name)
-		}
+		assert.Contains(t, string(readme), "`"+name+"`", "README does not document %s", name)
 	}
 	for _, s := range devserver.SQLitePragmas {
-		if !strings.Contains(string(readme), "--sqlite-pragma "+s.Key+"="+s.Value) {
-			t.Errorf("README does not document the dev server pragma %s=%s", s.Key, s.Value)
-		}
+		assert.Contains(t, string(readme), "--sqlite-pragma "+s.Key+"="+s.Value, "README does not document the dev server pragma %s=%s", s.Key, s.Value)
 	}
 	for _, s := range devserver.DynamicConfig {
-		if !strings.Contains(string(readme), s.Key+"="+s.Value) {
-			t.Errorf("README does not document the dev server setting %s=%s", s.Key, s.Value)
-		}
+		assert.Contains(t, string(readme), s.Key+"="+s.Value, "README does not document the dev server setting %s=%s", s.Key, s.Value)
 	}
 	for _, a := range execution.SearchAttributeTypes {
-		if !strings.Contains(string(readme), a.Name+"="+a.Type) {
-			t.Errorf("README does not document the search attribute %s=%s", a.Name, a.Type)
-		}
+		assert.Contains(t, string(readme), a.Name+"="+a.Type, "README does not document the search attribute %s=%s", a.Name, a.Type)
 	}
 }

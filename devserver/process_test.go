@@ -2,7 +2,6 @@ package devserver_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"slices"
@@ -14,6 +13,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -23,9 +24,8 @@ import (
 func requireBinary(t *testing.T) string {
 	t.Helper()
 	bin := testinfra.TemporalBinary()
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%s is required (run `make bin/temporal`): %v", bin, err)
-	}
+	_, err := os.Stat(bin)
+	require.NoError(t, err, "%s is required (run `make bin/temporal`)", bin)
 	return bin
 }
 
@@ -41,14 +41,10 @@ func TestArgs(t *testing.T) {
 		"--dynamic-config-value history.transferProcessorMaxPollRPS=10000",
 		"--search-attribute WeftRevision=Int",
 	} {
-		if !strings.Contains(joined, want) {
-			t.Errorf("args lack %q: %s", want, joined)
-		}
+		assert.Contains(t, joined, want, "args lack %q: %s", want, joined)
 	}
 	// The default namespace always exists; asking for it again is noise.
-	if slices.Contains(devserver.Args(devserver.Options{Namespace: "default"}), "--namespace") {
-		t.Error("default namespace passed as --namespace")
-	}
+	assert.False(t, slices.Contains(devserver.Args(devserver.Options{Namespace: "default"}), "--namespace"), "default namespace passed as --namespace")
 }
 
 func TestStartStop(t *testing.T) {
@@ -59,80 +55,59 @@ func TestStartStop(t *testing.T) {
 	p, err := devserver.Start(ctx, devserver.Options{
 		Binary: bin, DataDir: dir, Port: port, UIPort: uiPort, Namespace: "weft-test",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Stop() })
 
 	b, err := os.ReadFile(devserver.PIDFile(dir))
-	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(p.Pid()) {
-		t.Fatalf("pid file = %q, %v; want %d", b, err, p.Pid())
-	}
-	if _, err := os.Stat(devserver.DBFile(dir)); err != nil {
-		t.Fatalf("SQLite file: %v", err)
-	}
+	require.NoError(t, err, "pid file = %q, %v; want %d", b, err, p.Pid())
+	require.Equal(t, strconv.Itoa(p.Pid()), strings.TrimSpace(string(b)), "pid file = %q, %v; want %d", b, err, p.Pid())
+	_, err = os.Stat(devserver.DBFile(dir))
+	require.NoError(t, err, "SQLite file")
 	// The namespace asked for exists and carries weft's search attributes.
 	c, err := client.Dial(client.Options{HostPort: p.HostPort(), Namespace: "weft-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	missing, err := temporalclient.MissingSearchAttributes(ctx, c, "weft-test")
-	if err != nil || len(missing) > 0 {
-		t.Fatalf("missing search attributes %v, err %v", missing, err)
-	}
+	require.NoError(t, err, "missing search attributes %v, err", missing)
+	require.Empty(t, missing, "missing search attributes %v, err %v", missing, err)
 	// The Web UI answers on its port.
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(uiPort)), time.Second)
-	if err != nil {
-		t.Fatalf("web ui port: %v", err)
-	}
+	require.NoError(t, err, "web ui port")
 	conn.Close()
 
-	if err := p.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Stop())
 	select {
 	case <-p.Done():
 	default:
 		t.Fatal("Stop returned before the process exited")
 	}
-	if alive(p.Pid()) {
-		t.Fatalf("dev server %d still alive after Stop", p.Pid())
-	}
-	if err := p.Err(); err != nil {
-		t.Fatalf("Err after Stop = %v, want nil", err)
-	}
-	if _, err := os.Stat(devserver.PIDFile(dir)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("pid file left behind: %v", err)
-	}
-	if err := p.Stop(); err != nil { // idempotent
-		t.Fatal(err)
-	}
+	require.False(t, alive(p.Pid()), "dev server %d still alive after Stop", p.Pid())
+	err = p.Err()
+	require.NoError(t, err, "Err after Stop = %v, want nil", err)
+	_, err = os.Stat(devserver.PIDFile(dir))
+	require.ErrorIs(t, err, os.ErrNotExist, "pid file left behind: %v", err)
+	require.NoError(t, p.Stop()) // idempotent
 }
 
 func TestStartRefusesBusyPort(t *testing.T) {
 	bin := requireBinary(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	busy := l.Addr().(*net.TCPAddr).Port
 	_, err = devserver.Start(context.Background(), devserver.Options{
 		Binary: bin, DataDir: t.TempDir(), Port: busy, UIPort: testinfra.FreePort(t),
 	})
-	if err == nil || !strings.Contains(err.Error(), "in use") {
-		t.Fatalf("Start on a busy port: err = %v, want a port-in-use error", err)
-	}
+	require.Error(t, err, "Start on a busy port: err = %v, want a port-in-use error", err)
+	require.Contains(t, err.Error(), "in use", "Start on a busy port: err = %v, want a port-in-use error", err)
 }
 
 func TestStartMissingBinary(t *testing.T) {
 	_, err := devserver.Start(context.Background(), devserver.Options{
 		Binary: "/nonexistent/temporal", DataDir: t.TempDir(), Port: testinfra.FreePort(t), UIPort: testinfra.FreePort(t),
 	})
-	if err == nil || !strings.Contains(err.Error(), "make bin/temporal") {
-		t.Fatalf("err = %v, want a hint to build bin/temporal", err)
-	}
+	require.Error(t, err, "err = %v, want a hint to build bin/temporal", err)
+	require.Contains(t, err.Error(), "make bin/temporal", "err = %v, want a hint to build bin/temporal", err)
 }
 
 func TestStartReportsEarlyExit(t *testing.T) {
@@ -143,12 +118,9 @@ func TestStartReportsEarlyExit(t *testing.T) {
 		Binary: "/bin/false", DataDir: t.TempDir(), Port: testinfra.FreePort(t), UIPort: testinfra.FreePort(t),
 		StartTimeout: 30 * time.Second,
 	})
-	if err == nil || !strings.Contains(err.Error(), "exited during start") {
-		t.Fatalf("err = %v, want an early-exit error", err)
-	}
-	if time.Since(start) > 10*time.Second {
-		t.Fatalf("early exit took %s to report", time.Since(start))
-	}
+	require.Error(t, err, "err = %v, want an early-exit error", err)
+	require.Contains(t, err.Error(), "exited during start", "err = %v, want an early-exit error", err)
+	require.LessOrEqual(t, time.Since(start), time.Duration(10*time.Second), "early exit took %s to report", time.Since(start))
 }
 
 // TestRegisterSearchAttributes runs a dev server started WITHOUT weft's
@@ -161,24 +133,16 @@ func TestRegisterSearchAttributes(t *testing.T) {
 	c := srv.Client()
 
 	missing, err := temporalclient.MissingSearchAttributes(ctx, c, "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(missing) != len(execution.SearchAttributeTypes) {
-		t.Fatalf("missing = %v, want all four", missing)
-	}
+	require.NoError(t, err)
+	require.Len(t, missing, len(execution.SearchAttributeTypes), "missing = %v, want all four", missing)
 	added, err := temporalclient.RegisterSearchAttributes(ctx, c, "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(added) != len(execution.SearchAttributeTypes) {
-		t.Fatalf("added = %v", added)
-	}
-	if missing, err := temporalclient.MissingSearchAttributes(ctx, c, "default"); err != nil || len(missing) > 0 {
-		t.Fatalf("after register: missing %v, err %v", missing, err)
-	}
+	require.NoError(t, err)
+	require.Len(t, added, len(execution.SearchAttributeTypes), "added = %v", added)
+	missing, err = temporalclient.MissingSearchAttributes(ctx, c, "default")
+	require.NoError(t, err, "after register: missing %v, err", missing)
+	require.Empty(t, missing, "after register: missing %v, err %v", missing, err)
 	// Registering again is a no-op.
-	if added, err := temporalclient.RegisterSearchAttributes(ctx, c, "default"); err != nil || len(added) > 0 {
-		t.Fatalf("second register: added %v, err %v", added, err)
-	}
+	added, err = temporalclient.RegisterSearchAttributes(ctx, c, "default")
+	require.NoError(t, err, "second register: added %v, err", added)
+	require.Empty(t, added, "second register: added %v, err %v", added, err)
 }

@@ -142,8 +142,6 @@ const cancelDeliveryBound = time.Second
 func TestWorkerOptionsDeliverCancellationPromptly(t *testing.T) {
 	t.Parallel()
 	opts := worker.Options(config.Config{}, slog.Default())
-	if opts.MaxHeartbeatThrottleInterval <= 0 || opts.MaxHeartbeatThrottleInterval > cancelDeliveryBound {
-		t.Fatalf("worker.Options MaxHeartbeatThrottleInterval = %s; want (0, %s] so cancellations reach activities promptly",
-			opts.MaxHeartbeatThrottleInterval, cancelDeliveryBound)
-	}
+	require.Greater(t, opts.MaxHeartbeatThrottleInterval, time.Duration(0), "worker.Options MaxHeartbeatThrottleInterval = %s; want (0, %s] so cancellations reach activities promptly", opts.MaxHeartbeatThrottleInterval, cancelDeliveryBound)
+	require.LessOrEqual(t, opts.MaxHeartbeatThrottleInterval, cancelDeliveryBound, "worker.Options MaxHeartbeatThrottleInterval = %s; want (0, %s] so cancellations reach activities promptly", opts.MaxHeartbeatThrottleInterval, cancelDeliveryBound)
 }

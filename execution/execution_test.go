@@ -1,14 +1,17 @@
 package execution
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestTerminal(t *testing.T) {
 	for status, want := range map[string]bool{
 		StatusQueued: false, StatusRunning: false, "": false,
 		StatusSucceeded: true, StatusFailed: true, StatusCancelled: true,
 	} {
-		if got := Terminal(status); got != want {
-			t.Errorf("Terminal(%q) = %v, want %v", status, got, want)
-		}
+		got := Terminal(status)
+		assert.Equal(t, want, got, "Terminal(%q) = %v, want %v", status, got, want)
 	}
 }

@@ -70,19 +70,15 @@ func FuzzCanonical(f *testing.F) {
 			return
 		}
 		v, err := DecodeValue(want)
-		if err != nil {
-			t.Fatalf("canonical form %s does not decode: %v", want, err)
-		}
+		require.NoError(t, err, "canonical form %s does not decode", want)
 		again, err := Canonical(json.RawMessage(want))
-		if err != nil || !bytes.Equal(again, want) {
-			t.Fatalf("canonical form is not canonical: %s -> %s (%v)", want, again, err)
-		}
+		require.NoError(t, err, "canonical form is not canonical: %s -> %s (%v)", want, again, err)
+		require.Equal(t, want, again, "canonical form is not canonical: %s -> %s (%v)", want, again, err)
 		var reordered bytes.Buffer
 		writeShuffled(&reordered, fuzzRand(data), v)
 		got, err := Canonical(json.RawMessage(reordered.Bytes()))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("reordered %s canonicalizes to %s (%v), not %s", reordered.Bytes(), got, err, want)
-		}
+		require.NoError(t, err, "reordered %s canonicalizes to %s (%v), not %s", reordered.Bytes(), got, err, want)
+		require.Equal(t, want, got, "reordered %s canonicalizes to %s (%v), not %s", reordered.Bytes(), got, err, want)
 	})
 }
 

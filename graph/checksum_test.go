@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -76,9 +77,8 @@ func TestEveryFieldIsInTheChecksum(t *testing.T) {
 		case reflect.Pointer, reflect.Slice, reflect.Map:
 			reach(typ.Elem())
 		case reflect.Struct:
-			if _, ok := place[typ]; !ok {
-				t.Fatalf("%s is part of a Document: add it to this test", typ)
-			}
+			_, ok := place[typ]
+			require.True(t, ok, "%s is part of a Document: add it to this test", typ)
 			for i := range typ.NumField() {
 				reach(typ.Field(i).Type)
 			}
@@ -97,14 +97,11 @@ func TestEveryFieldIsInTheChecksum(t *testing.T) {
 		for i := range typ.NumField() {
 			f := typ.Field(i)
 			v := reflect.New(typ).Elem()
-			if !v.Field(i).CanSet() {
-				t.Errorf("%s.%s is unexported: encoding/json leaves it out of the checksum", typ.Name(), f.Name)
+			if !assert.True(t, v.Field(i).CanSet(), "%s.%s is unexported: encoding/json leaves it out of the checksum", typ.Name(), f.Name) {
 				continue
 			}
 			v.Field(i).Set(nonZero(t, f.Type))
-			if sum(put(v)) == want {
-				t.Errorf("setting %s.%s does not change the checksum: it is not part of it", typ.Name(), f.Name)
-			}
+			assert.NotEqual(t, want, sum(put(v)), "setting %s.%s does not change the checksum: it is not part of it", typ.Name(), f.Name)
 		}
 	}
 }

@@ -3,14 +3,14 @@ package graph
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 var decodeCodes = []string{CodeInvalidJSON, CodeInvalidDocument, CodeDocumentTooLarge}
@@ -41,12 +41,10 @@ func FuzzDecode(f *testing.F) {
 			doc, err := Decode(text)
 			if err != nil {
 				var de *DecodeError
-				if !errors.As(err, &de) || !slices.Contains(decodeCodes, de.Code) {
-					t.Fatalf("uncoded decode error %v", err)
-				}
-				if _, err := ParsePointer(de.Path); err != nil {
-					t.Fatalf("decode error path %q is not a JSON pointer", de.Path)
-				}
+				require.ErrorAs(t, err, &de, "uncoded decode error %v", err)
+				require.True(t, slices.Contains(decodeCodes, de.Code), "uncoded decode error %v", err)
+				_, err = ParsePointer(de.Path)
+				require.NoError(t, err, "decode error path %q is not a JSON pointer", de.Path)
 				continue
 			}
 			checkValidateProperties(t, doc, cat, compiler, fuzzRand(text))
@@ -73,49 +71,33 @@ func FuzzValidate(f *testing.F) {
 func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler *Compiler, rng *rand.Rand) {
 	t.Helper()
 	issues := Validate(doc, cat)
-	if cached := ValidateWith(doc, cat, Options{Compiler: compiler}); !reflect.DeepEqual(cached, issues) {
-		t.Fatalf("a Compiler changed the issues:\n%v\nwithout one:\n%v", cached, issues)
-	}
+	cached := ValidateWith(doc, cat, Options{Compiler: compiler})
+	require.Equal(t, issues, cached, "a Compiler changed the issues")
 	for _, is := range issues {
-		if is.Code == "" || is.Message == "" {
-			t.Fatalf("incomplete issue %+v", is)
-		}
-		if _, err := ParsePointer(is.Path); err != nil {
-			t.Fatalf("issue path %q is not a JSON pointer", is.Path)
-		}
+		require.NotEmpty(t, is.Code, "incomplete issue %+v", is)
+		require.NotEmpty(t, is.Message, "incomplete issue %+v", is)
+		_, err := ParsePointer(is.Path)
+		require.NoError(t, err, "issue path %q is not a JSON pointer", is.Path)
 	}
 	res := DryRun(doc, cat)
-	if res.Valid != (len(issues) == 0) {
-		t.Fatalf("dry-run valid=%v with %d issues", res.Valid, len(issues))
-	}
+	require.Equal(t, len(issues) == 0, res.Valid, "dry-run valid=%v with %d issues", res.Valid, len(issues))
 	c, compileIssues := Compile(doc, cat)
-	if len(compileIssues) != len(issues) {
-		t.Fatalf("Compile found %d issues, Validate %d", len(compileIssues), len(issues))
-	}
+	require.Len(t, compileIssues, len(issues), "Compile found %d issues, Validate %d", len(compileIssues), len(issues))
 	if c == nil {
 		return
 	}
-	if res.Checksum != c.Checksum || !slices.Equal(res.Order, c.Order) {
-		t.Fatalf("dry-run and compile disagree")
-	}
-	if err := c.VerifyChecksum(); err != nil {
-		t.Fatal(err)
-	}
-	if p := c.Plan(); len(p.Nodes) != len(doc.Nodes) {
-		t.Fatalf("plan has %d nodes for %d", len(p.Nodes), len(doc.Nodes))
-	}
+	require.Equal(t, c.Checksum, res.Checksum, "dry-run and compile disagree")
+	require.True(t, slices.Equal(res.Order, c.Order), "dry-run and compile disagree")
+	require.NoError(t, c.VerifyChecksum())
+	p := c.Plan()
+	require.Len(t, p.Nodes, len(doc.Nodes), "plan has %d nodes for %d", len(p.Nodes), len(doc.Nodes))
 	raw, err := json.Marshal(c.Document)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	again, err := Decode(raw)
-	if err != nil {
-		t.Fatalf("compiled document does not decode: %v\n%s", err, raw)
-	}
+	require.NoError(t, err, "compiled document does not decode: %v\n%s", err, raw)
 	c2, issues2 := Compile(again, cat)
-	if len(issues2) > 0 || c2.Checksum != c.Checksum {
-		t.Fatalf("re-decoded document compiles differently: %v", issues2)
-	}
+	require.Empty(t, issues2, "re-decoded document compiles differently: %v", issues2)
+	require.Equal(t, c.Checksum, c2.Checksum, "re-decoded document compiles differently: %v", issues2)
 	// The checksum depends on content only (SPEC §3): the same document
 	// with its nodes, edges and object members in another order, and
 	// other whitespace, has the same checksum.
@@ -123,23 +105,17 @@ func checkValidateProperties(t *testing.T, doc *Document, cat Catalog, compiler 
 	shuffled.Nodes, shuffled.Edges = slices.Clone(doc.Nodes), slices.Clone(doc.Edges)
 	rng.Shuffle(len(shuffled.Nodes), func(i, j int) { shuffled.Nodes[i], shuffled.Nodes[j] = shuffled.Nodes[j], shuffled.Nodes[i] })
 	rng.Shuffle(len(shuffled.Edges), func(i, j int) { shuffled.Edges[i], shuffled.Edges[j] = shuffled.Edges[j], shuffled.Edges[i] })
-	if raw, err = json.Marshal(shuffled); err != nil {
-		t.Fatal(err)
-	}
+	raw, err = json.Marshal(shuffled)
+	require.NoError(t, err)
 	generic, err := DecodeValue(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var text bytes.Buffer
 	writeShuffled(&text, rng, generic)
 	reordered, err := Decode(text.Bytes())
-	if err != nil {
-		t.Fatalf("reordered document does not decode: %v\n%s", err, text.Bytes())
-	}
+	require.NoError(t, err, "reordered document does not decode: %v\n%s", err, text.Bytes())
 	c3, issues3 := Compile(reordered, cat)
-	if len(issues3) > 0 || c3.Checksum != c.Checksum {
-		t.Fatalf("reordered document compiles to %v, %v; want checksum %s\n%s", c3, issues3, c.Checksum, text.Bytes())
-	}
+	require.Empty(t, issues3, "reordered document compiles to %v, %v; want checksum %s\n%s", c3, issues3, c.Checksum, text.Bytes())
+	require.Equal(t, c.Checksum, c3.Checksum, "reordered document compiles to %v, %v; want checksum %s\n%s", c3, issues3, c.Checksum, text.Bytes())
 }
 
 // byteReader hands out fuzz bytes; past the end it yields zeros.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // chainDoc is input → n echo actions in a chain (attempts each) → output.
@@ -24,9 +26,7 @@ func chainDoc(t *testing.T, n, attempts int) *Document {
 	edges = append(edges, fmt.Sprintf(`{"from":"%s.out","to":"out.in"}`, prev))
 	raw := `{"schemaVersion":1,"nodes":[` + strings.Join(nodes, ",") + `],"edges":[` + strings.Join(edges, ",") + `]}`
 	d, err := Decode([]byte(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return d
 }
 
@@ -36,45 +36,40 @@ var echoCatalog = NewStaticCatalog([]ActionContract{{ID: "core.echo", Version: 1
 func TestEstimateHistory(t *testing.T) {
 	small := EstimateHistory(*chainDoc(t, 3, 1), DefaultHistoryBudget)
 	// 16 + 3 activities × 7 + 2 inline nodes.
-	if small.TotalEvents != 39 || small.PerExecutionEvents != 39 || small.ContinueAsNew || small.MaxPendingActivities != 3 || !small.Fits() {
-		t.Fatalf("small: %+v", small)
-	}
+	require.Equal(t, 39, small.TotalEvents, "small: %+v", small)
+	require.Equal(t, 39, small.PerExecutionEvents, "small: %+v", small)
+	require.False(t, small.ContinueAsNew, "small: %+v", small)
+	require.Equal(t, 3, small.MaxPendingActivities, "small: %+v", small)
+	require.True(t, small.Fits(), "small: %+v", small)
 	// The largest graph the limits allow: 198 actions with 10 attempts.
 	big := EstimateHistory(*chainDoc(t, 198, 10), DefaultHistoryBudget)
-	if big.TotalEvents != 16+2+198*(10*7+9*6) || !big.ContinueAsNew {
-		t.Fatalf("big: %+v", big)
-	}
-	if want := 6 + 4096 + 198*7 + 5 + 10; big.PerExecutionEvents != want || !big.Fits() {
-		t.Fatalf("big per execution %d, want %d (%+v)", big.PerExecutionEvents, want, big)
-	}
-	if issues := Validate(chainDoc(t, 198, 10), echoCatalog); len(issues) != 0 {
-		t.Fatalf("the largest valid graph must fit: %v", issues)
-	}
+	require.Equal(t, 16+2+198*(10*7+9*6), big.TotalEvents, "big: %+v", big)
+	require.True(t, big.ContinueAsNew, "big: %+v", big)
+	want := 6 + 4096 + 198*7 + 5 + 10
+	require.Equal(t, want, big.PerExecutionEvents, "big per execution %d, want %d (%+v)", big.PerExecutionEvents, want, big)
+	require.True(t, big.Fits(), "big per execution %d, want %d (%+v)", big.PerExecutionEvents, want, big)
+	issues := Validate(chainDoc(t, 198, 10), echoCatalog)
+	require.Empty(t, issues, "the largest valid graph must fit: %v", issues)
 }
 
 func TestHistoryLimitExceededIsAnIssue(t *testing.T) {
 	doc := chainDoc(t, 40, 10)
 	tight := HistoryBudget{MaxEvents: 300, SuggestContinueAsNewAt: 100, MaxPendingActivities: 30}
 	issues := historyIssues(*doc, tight)
-	if len(issues) != 2 {
-		t.Fatalf("issues %v", issues)
-	}
+	require.Len(t, issues, 2, "issues %v", issues)
 	for _, is := range issues {
-		if is.Code != CodeHistoryLimitExceeded || is.Path != "/nodes" {
-			t.Fatalf("issue %+v", is)
-		}
+		require.Equal(t, CodeHistoryLimitExceeded, is.Code, "issue %+v", is)
+		require.Equal(t, "/nodes", is.Path, "issue %+v", is)
 	}
-	if !strings.Contains(issues[0].Message, "even with continue-as-new") || !strings.Contains(issues[1].Message, "pending") {
-		t.Fatalf("messages %v", issues)
-	}
+	require.Contains(t, issues[0].Message, "even with continue-as-new", "messages %v", issues)
+	require.Contains(t, issues[1].Message, "pending", "messages %v", issues)
 	// Dry-run reports the estimate with the default budget.
 	res := DryRun(doc, echoCatalog)
-	if !res.Valid || res.EstimatedHistoryEvents != res.History.TotalEvents || res.History.TotalEvents == 0 ||
-		res.History.Budget != DefaultHistoryBudget {
-		t.Fatalf("dry-run %+v", res)
-	}
+	require.True(t, res.Valid, "dry-run %+v", res)
+	require.Equal(t, res.History.TotalEvents, res.EstimatedHistoryEvents, "dry-run %+v", res)
+	require.NotEqual(t, 0, res.History.TotalEvents, "dry-run %+v", res)
+	require.True(t, res.History.Budget == DefaultHistoryBudget, "dry-run %+v", res)
 	c, is := Compile(doc, echoCatalog)
-	if len(is) != 0 || c.EstimatedHistoryEvents != res.EstimatedHistoryEvents {
-		t.Fatalf("compile %v %v", c, is)
-	}
+	require.Empty(t, is, "compile %v %v", c, is)
+	require.Equal(t, res.EstimatedHistoryEvents, c.EstimatedHistoryEvents, "compile %v %v", c, is)
 }

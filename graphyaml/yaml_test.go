@@ -261,31 +261,20 @@ func FuzzDecodeYAML(f *testing.F) {
 		y, err := ParseYAML(data)
 		if err != nil {
 			var de *graph.DecodeError
-			if !errors.As(err, &de) {
-				t.Fatalf("error is not a *DecodeError: %v", err)
-			}
+			require.ErrorAs(t, err, &de, "error is not a *DecodeError: %v", err)
 			return
 		}
 		again, err := graph.Decode(y.JSON)
-		if err != nil {
-			t.Fatalf("JSON form does not decode: %v\n%s", err, y.JSON)
-		}
+		require.NoError(t, err, "JSON form does not decode: %v\n%s", err, y.JSON)
 		a, _ := json.Marshal(y.Document)
 		b, _ := json.Marshal(again)
-		if string(a) != string(b) {
-			t.Fatalf("JSON form decodes differently:\n%s\n%s", a, b)
-		}
+		require.Equal(t, string(b), string(a), "JSON form decodes differently:\n%s\n%s", a, b)
 		// What EncodeYAML writes of it reads back to the same document.
 		out, err := EncodeYAML(y.JSON)
-		if err != nil {
-			t.Fatalf("EncodeYAML: %v\n%s", err, y.JSON)
-		}
+		require.NoError(t, err, "EncodeYAML: %v\n%s", err, y.JSON)
 		back, err := ParseYAML(out)
-		if err != nil {
-			t.Fatalf("EncodeYAML's output does not read back: %v\n%s", err, out)
-		}
-		if c, _ := json.Marshal(back.Document); string(c) != string(a) {
-			t.Fatalf("EncodeYAML's output reads back differently:\n%s\n%s\n%s", a, c, out)
-		}
+		require.NoError(t, err, "EncodeYAML's output does not read back: %v\n%s", err, out)
+		c, _ := json.Marshal(back.Document)
+		require.Equal(t, string(a), string(c), "EncodeYAML's output reads back differently:\n%s\n%s\n%s", a, c, out)
 	})
 }

@@ -118,15 +118,11 @@ func FuzzDecode(f *testing.F) {
 		var strict target
 		if err := jsonstrict.Decode(data, &strict, jsonstrict.Options{}); err != nil {
 			var se *jsonstrict.Error
-			if !errors.As(err, &se) {
-				t.Fatalf("not a *jsonstrict.Error: %v", err)
-			}
+			require.ErrorAs(t, err, &se, "not a *jsonstrict.Error: %v", err)
 			return
 		}
 		var loose target
-		if err := json.Unmarshal(data, &loose); err != nil {
-			t.Fatalf("strictly accepted, loosely refused: %v", err)
-		}
+		require.NoError(t, json.Unmarshal(data, &loose), "strictly accepted, loosely refused")
 		a, _ := json.Marshal(strict)
 		b, _ := json.Marshal(loose)
 		require.JSONEq(t, string(b), string(a))

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/metrics"
@@ -27,16 +30,10 @@ func TestNewIsolated(t *testing.T) {
 		b, _ := io.ReadAll(rec.Body)
 		return string(b)
 	}
-	if !strings.Contains(body(a), `weft_api_request_duration_seconds_count{method="GET",route="/x",status="200"} 1`) {
-		t.Error("a lacks its observation")
-	}
-	if strings.Contains(body(b), `route="/x"`) {
-		t.Error("b sees a's observation")
-	}
+	assert.Contains(t, body(a), `weft_api_request_duration_seconds_count{method="GET",route="/x",status="200"} 1`, "a lacks its observation")
+	assert.NotContains(t, body(b), `route="/x"`, "b sees a's observation")
 	for _, want := range []string{"go_goroutines", "process_resident_memory_bytes"} {
-		if !strings.Contains(body(b), want) {
-			t.Errorf("registry lacks %s", want)
-		}
+		assert.Contains(t, body(b), want, "registry lacks %s", want)
 	}
 }
 
@@ -54,9 +51,7 @@ func TestObserveNodeNilSafe(t *testing.T) {
 		`weft_node_duration_seconds_count{kind="action",outcome="failed"} 1`,
 		`weft_node_duration_seconds_bucket{kind="action",outcome="failed",le="1"} 1`,
 	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("scrape lacks %s", want)
-		}
+		assert.Contains(t, got, want, "scrape lacks %s", want)
 	}
 }
 
@@ -65,36 +60,27 @@ func TestObserveNodeNilSafe(t *testing.T) {
 func TestRunsByStatus(t *testing.T) {
 	st := testinfra.NewStore(t)
 	m := metrics.New()
-	if err := m.RegisterRuns(st, 0, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.RegisterRuns(st, 0, nil))
 	got := scrape(t, m)
 	for _, s := range execution.RunStatuses() {
-		if want := `weft_runs{status="` + s + `"} 0`; !strings.Contains(got, want) {
-			t.Errorf("empty table: scrape lacks %s", want)
-		}
+		want := `weft_runs{status="` + s + `"} 0`
+		assert.Contains(t, got, want, "empty table: scrape lacks %s", want)
 	}
-	if !strings.Contains(got, "weft_runs_collector_up 1") {
-		t.Error("collector not up")
-	}
+	assert.Contains(t, got, "weft_runs_collector_up 1", "collector not up")
 
 	for i, status := range []string{"succeeded", "succeeded", "failed", "running"} {
 		_, err := st.Pool.Exec(context.Background(), `INSERT INTO runs
 			(run_id, tenant_id, workflow_key, revision, checksum, mode, status, input, input_hash, origin, actor, permissions, workflow_id)
 			VALUES ($1, 't', 'k', 1, 'c', 'live', $2, '{}', 'h', '{"kind":"api"}', '{"kind":"user","sub":"u"}', '{}', $1)`,
 			fmt.Sprintf("run-%d", i), status)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	got = scrape(t, m)
 	for _, want := range []string{
 		`weft_runs{status="succeeded"} 2`, `weft_runs{status="failed"} 1`,
 		`weft_runs{status="running"} 1`, `weft_runs{status="queued"} 0`, `weft_runs{status="cancelled"} 0`,
 	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("scrape lacks %s", want)
-		}
+		assert.Contains(t, got, want, "scrape lacks %s", want)
 	}
 }
 
@@ -111,30 +97,20 @@ func (hangingCounter) RunsByStatus(ctx context.Context) (map[string]int64, error
 // metrics are still served.
 func TestRunsTimeout(t *testing.T) {
 	m := metrics.New()
-	if err := m.RegisterRuns(hangingCounter{}, 50*time.Millisecond, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.RegisterRuns(hangingCounter{}, 50*time.Millisecond, slog.New(slog.DiscardHandler)))
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if rec.Code != 200 {
-		t.Fatalf("scrape = %d", rec.Code)
-	}
+	require.Equal(t, 200, rec.Code, "scrape = %d", rec.Code)
 	got := rec.Body.String()
-	if !strings.Contains(got, "weft_runs_collector_up 0") || strings.Contains(got, "weft_runs{") {
-		t.Errorf("want up 0 and no weft_runs series:\n%s", grep(got, "weft_runs"))
-	}
-	if !strings.Contains(got, "go_goroutines") {
-		t.Error("other metrics missing")
-	}
+	assert.False(t, !strings.Contains(got, "weft_runs_collector_up 0") || strings.Contains(got, "weft_runs{"), "want up 0 and no weft_runs series:\n%s", grep(got, "weft_runs"))
+	assert.Contains(t, got, "go_goroutines", "other metrics missing")
 }
 
 func scrape(t *testing.T, m *metrics.Metrics) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if rec.Code != 200 {
-		t.Fatalf("scrape = %d: %s", rec.Code, rec.Body)
-	}
+	require.Equal(t, 200, rec.Code, "scrape = %d: %s", rec.Code, rec.Body)
 	return rec.Body.String()
 }
 

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/store"
@@ -37,9 +37,7 @@ func (b *bundle) started(t *testing.T, run store.Run) bool {
 func (b *bundle) get(t *testing.T, tenant, id string) store.Run {
 	t.Helper()
 	r, err := b.st.GetRun(context.Background(), tenant, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return r
 }
 
@@ -50,9 +48,7 @@ func (b *bundle) settle(t *testing.T, tenant, id string) {
 	err := b.st.AppendEvents(context.Background(), tenant, id, []execution.EventDraft{{
 		Key: id + "/-/0/run.succeeded/0", Type: execution.EventRunSucceeded, At: time.Now()}},
 		&execution.RunUpdate{Status: execution.StatusSucceeded})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // slotHolders counts the tenant's runs of key holding a slot.
@@ -61,9 +57,7 @@ func (b *bundle) slotHolders(t *testing.T, tenant, key string) int {
 	var n int
 	err := b.st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM runs WHERE tenant_id = $1 AND workflow_key = $2
 		AND status IN ('queued', 'running')`, tenant, key).Scan(&n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return n
 }
 
@@ -75,10 +69,9 @@ func TestEveryStartPathRespectsTheCap(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	publish(t, b.st, b.t1, "items", itemGraph)
-	if _, err := b.starter.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: b.t1, WorkflowKey: "items",
-		MaxConcurrentRuns: ptr(2), UpdatedBy: "alice"}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.starter.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: b.t1, WorkflowKey: "items",
+		MaxConcurrentRuns: ptr(2), UpdatedBy: "alice"})
+	require.NoError(t, err)
 	const n = 6
 	accs := make([]Accepted, n)
 	var wg sync.WaitGroup
@@ -96,93 +89,72 @@ func TestEveryStartPathRespectsTheCap(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	var queued, throttled []store.Run
 	for _, acc := range accs {
-		if !acc.Created {
-			t.Fatalf("accepted %+v", acc)
-		}
+		require.True(t, acc.Created, "accepted %+v", acc)
 		r := b.get(t, b.t1, acc.RunID)
 		switch r.Status {
 		case execution.StatusQueued:
 			queued = append(queued, r)
-			if !b.started(t, r) {
-				t.Fatalf("admitted run %s was not started", r.RunID)
-			}
+			require.True(t, b.started(t, r), "admitted run %s was not started", r.RunID)
 		case execution.StatusThrottled:
 			throttled = append(throttled, r)
-			if acc.Status != execution.StatusThrottled || acc.Position < 1 {
-				t.Fatalf("the enqueue answered %+v for a throttled run", acc)
-			}
+			require.Equal(t, execution.StatusThrottled, acc.Status, "the enqueue answered %+v for a throttled run", acc)
+			require.GreaterOrEqual(t, acc.Position, 1, "the enqueue answered %+v for a throttled run", acc)
 		default:
 			t.Fatalf("run %s is %s", r.RunID, r.Status)
 		}
 	}
-	if len(queued) != 2 || len(throttled) != n-2 {
-		t.Fatalf("%d queued, %d throttled", len(queued), len(throttled))
-	}
+	require.Len(t, queued, 2, "%d queued, %d throttled", len(queued), len(throttled))
+	require.Len(t, throttled, n-2, "%d queued, %d throttled", len(queued), len(throttled))
 	// Queue order: positions 1..4 follow createdAt.
 	byPos := map[int]store.Run{}
 	for _, r := range throttled {
 		byPos[r.Position] = r
 	}
 	for p := 1; p <= n-2; p++ {
-		if _, ok := byPos[p]; !ok {
-			t.Fatalf("no run at position %d: %v", p, byPos)
-		}
-		if p > 1 && !byPos[p].CreatedAt.After(byPos[p-1].CreatedAt) {
-			t.Fatalf("position %d was created before position %d", p, p-1)
-		}
+		_, ok := byPos[p]
+		require.True(t, ok, "no run at position %d: %v", p, byPos)
+		require.False(t, p > 1 && !byPos[p].CreatedAt.After(byPos[p-1].CreatedAt), "position %d was created before position %d", p, p-1)
 	}
 
 	// Repeats of throttled enqueues, the sweeper (with the rows backdated
 	// past SweepAfter) and the dispatcher start nothing while the cap is full.
-	if _, err := b.st.Pool.Exec(ctx, `UPDATE runs SET created_at = created_at - interval '1 minute',
-		admitted_at = admitted_at - interval '1 minute'`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = b.st.Pool.Exec(ctx, `UPDATE runs SET created_at = created_at - interval '1 minute',
+		admitted_at = admitted_at - interval '1 minute'`)
+	require.NoError(t, err)
 	for _, r := range throttled {
 		acc, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`),
 			IdempotencyKey: keyOf(t, accs, r.RunID)}, trusted(b.t1))
-		if err != nil || acc.Created || acc.Status != execution.StatusThrottled || acc.Position != r.Position {
-			t.Fatalf("repeat of a throttled run: %+v %v", acc, err)
-		}
+		require.NoError(t, err, "repeat of a throttled run: %+v", acc)
+		require.False(t, acc.Created, "repeat of a throttled run: %+v %v", acc, err)
+		require.Equal(t, execution.StatusThrottled, acc.Status, "repeat of a throttled run: %+v %v", acc, err)
+		require.Equal(t, r.Position, acc.Position, "repeat of a throttled run: %+v %v", acc, err)
 	}
 	for range 3 {
-		if _, err := b.starter.Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.starter.Dispatch(ctx, b.t1); err != nil {
-			t.Fatal(err)
-		}
+		_, err := b.starter.Sweep(ctx)
+		require.NoError(t, err)
+		_, err = b.starter.Dispatch(ctx, b.t1)
+		require.NoError(t, err)
 	}
 	for _, r := range throttled {
-		if b.started(t, r) || b.get(t, b.t1, r.RunID).Status != execution.StatusThrottled {
-			t.Fatalf("throttled run %s was started", r.RunID)
-		}
+		require.False(t, b.started(t, r), "throttled run %s was started", r.RunID)
+		require.Equal(t, execution.StatusThrottled, b.get(t, b.t1, r.RunID).Status, "throttled run %s was started", r.RunID)
 	}
-	if got := b.slotHolders(t, b.t1, "items"); got != 2 {
-		t.Fatalf("%d runs hold slots", got)
-	}
+	got := b.slotHolders(t, b.t1, "items")
+	require.Equal(t, 2, got, "%d runs hold slots", got)
 	// Cancelling the run at position 2 removes it without starting it.
-	if err := b.starter.Cancel(ctx, b.t1, byPos[2].RunID, execution.Actor{Kind: "user", Sub: "bob"}); err != nil {
-		t.Fatal(err)
-	}
-	if r := b.get(t, b.t1, byPos[2].RunID); r.Status != execution.StatusCancelled || !strings.Contains(string(r.Error), "throttled") {
-		t.Fatalf("cancelled throttled run: %s %s", r.Status, r.Error)
-	}
+	require.NoError(t, b.starter.Cancel(ctx, b.t1, byPos[2].RunID, execution.Actor{Kind: "user", Sub: "bob"}))
+	r := b.get(t, b.t1, byPos[2].RunID)
+	require.Equal(t, execution.StatusCancelled, r.Status, "cancelled throttled run: %s %s", r.Status, r.Error)
+	require.Contains(t, string(r.Error), "throttled", "cancelled throttled run: %s %s", r.Status, r.Error)
 	wantCode(t, b.starter.Cancel(ctx, b.t1, byPos[2].RunID, execution.Actor{Kind: "user", Sub: "bob"}), failure.CodeRunNotActive)
 
 	// Cancelling a queued run (it holds a slot) goes through Temporal.
-	if err := b.starter.Cancel(ctx, b.t1, queued[0].RunID, execution.Actor{Kind: "user", Sub: "bob"}); err != nil {
-		t.Fatal(err)
-	}
-	if !cancelRequested(t, b.tc, queued[0].WorkflowID) {
-		t.Fatal("no cancel request for the queued run")
-	}
+	require.NoError(t, b.starter.Cancel(ctx, b.t1, queued[0].RunID, execution.Actor{Kind: "user", Sub: "bob"}))
+	require.True(t, cancelRequested(t, b.tc, queued[0].WorkflowID), "no cancel request for the queued run")
 
 	// Slots free one at a time: the sweeper's dispatch admits the oldest
 	// waiting run each time, never the cancelled one, never two.
@@ -191,24 +163,18 @@ func TestEveryStartPathRespectsTheCap(t *testing.T) {
 	for i, next := range order {
 		b.settle(t, b.t1, holders[0])
 		holders = append(holders[1:], next.RunID)
-		if _, err := b.starter.Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if r := b.get(t, b.t1, next.RunID); r.Status != execution.StatusQueued || !b.started(t, r) {
-			t.Fatalf("step %d: %s is %s", i, next.RunID, r.Status)
-		}
-		if got := b.slotHolders(t, b.t1, "items"); got != 2 {
-			t.Fatalf("step %d: %d runs hold slots", i, got)
-		}
+		_, err := b.starter.Sweep(ctx)
+		require.NoError(t, err)
+		r := b.get(t, b.t1, next.RunID)
+		require.Equal(t, execution.StatusQueued, r.Status, "step %d: %s is %s", i, next.RunID, r.Status)
+		require.True(t, b.started(t, r), "step %d: %s is %s", i, next.RunID, r.Status)
+		got := b.slotHolders(t, b.t1, "items")
+		require.Equal(t, 2, got, "step %d: %d runs hold slots", i, got)
 		for _, later := range order[i+1:] {
-			if b.started(t, later) {
-				t.Fatalf("step %d: %s started out of order", i, later.RunID)
-			}
+			require.False(t, b.started(t, later), "step %d: %s started out of order", i, later.RunID)
 		}
 	}
-	if b.started(t, byPos[2]) {
-		t.Fatal("the cancelled throttled run was started")
-	}
+	require.False(t, b.started(t, byPos[2]), "the cancelled throttled run was started")
 }
 
 func keyOf(t *testing.T, accs []Accepted, runID string) string {
@@ -231,24 +197,21 @@ func TestDispatcherStartsTheNextRunWhenASlotFrees(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	publish(t, b.st, b.t1, "items", itemGraph)
-	if _, err := b.starter.SetTenantLimits(ctx, store.TenantLimits{TenantID: b.t1, MaxConcurrentRuns: ptr(1), UpdatedBy: "alice"}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.starter.SetTenantLimits(ctx, store.TenantLimits{TenantID: b.t1, MaxConcurrentRuns: ptr(1), UpdatedBy: "alice"})
+	require.NoError(t, err)
 	go b.starter.RunDispatcher(ctx)
 	enqueue := func(key string, mode execution.Mode) Accepted {
 		t.Helper()
 		acc, err := b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: key,
 			Mode: mode}, trusted(b.t1))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return acc
 	}
 	first, second := enqueue("first", ""), enqueue("second", "")
 	sim := enqueue("sim", execution.ModeSimulation)
-	if first.Status != execution.StatusQueued || second.Status != execution.StatusThrottled || sim.Status != execution.StatusQueued {
-		t.Fatalf("statuses %s %s %s", first.Status, second.Status, sim.Status)
-	}
+	require.Equal(t, execution.StatusQueued, first.Status, "statuses %s %s %s", first.Status, second.Status, sim.Status)
+	require.Equal(t, execution.StatusThrottled, second.Status, "statuses %s %s %s", first.Status, second.Status, sim.Status)
+	require.Equal(t, execution.StatusQueued, sim.Status, "statuses %s %s %s", first.Status, second.Status, sim.Status)
 	b.settle(t, b.t1, first.RunID)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -256,9 +219,7 @@ func TestDispatcherStartsTheNextRunWhenASlotFrees(t *testing.T) {
 		if r.Status == execution.StatusQueued && b.started(t, r) {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second run is still %s 30 s after the first settled", r.Status)
-		}
+		require.False(t, time.Now().After(deadline), "the second run is still %s 30 s after the first settled", r.Status)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -270,42 +231,38 @@ func TestBudgetIsBoundWithTheKey(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	publish(t, b.st, b.t1, "items", itemGraph)
-	if _, err := b.starter.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: b.t1, WorkflowKey: "items", UpdatedBy: "alice",
-		Budget: store.Budget{MaxTokens: ptr(int64(9000)), MaxCostUSD: ptr(2.5)}}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.starter.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: b.t1, WorkflowKey: "items", UpdatedBy: "alice",
+		Budget: store.Budget{MaxTokens: ptr(int64(9000)), MaxCostUSD: ptr(2.5)}})
+	require.NoError(t, err)
 	enqueue := func(key string, budget *store.Budget) (Accepted, error) {
 		return b.starter.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: key,
 			Budget: budget}, trusted(b.t1))
 	}
 	first, err := enqueue("k", &store.Budget{MaxTokens: ptr(int64(500))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	run := b.get(t, b.t1, first.RunID)
-	if *run.Budget.MaxTokens != 500 || *run.Budget.MaxCostUSD != 2.5 || *run.RequestedBudget.MaxTokens != 500 || run.RequestedBudget.MaxCostUSD != nil {
-		t.Fatalf("budget %+v requested %+v", run.Budget, run.RequestedBudget)
-	}
-	if again, err := enqueue("k", &store.Budget{MaxTokens: ptr(int64(500))}); err != nil || again.Created || again.RunID != first.RunID {
-		t.Fatalf("same budget: %+v %v", again, err)
-	}
+	require.Equal(t, int64(500), *run.Budget.MaxTokens, "budget %+v requested %+v", run.Budget, run.RequestedBudget)
+	require.Equal(t, 2.5, *run.Budget.MaxCostUSD, "budget %+v requested %+v", run.Budget, run.RequestedBudget)
+	require.Equal(t, int64(500), *run.RequestedBudget.MaxTokens, "budget %+v requested %+v", run.Budget, run.RequestedBudget)
+	require.Nil(t, run.RequestedBudget.MaxCostUSD, "budget %+v requested %+v", run.Budget, run.RequestedBudget)
+	again, err := enqueue("k", &store.Budget{MaxTokens: ptr(int64(500))})
+	require.NoError(t, err, "same budget: %+v", again)
+	require.False(t, again.Created, "same budget: %+v %v", again, err)
+	require.Equal(t, first.RunID, again.RunID, "same budget: %+v %v", again, err)
 	for _, other := range []*store.Budget{nil, {MaxTokens: ptr(int64(501))}, {MaxTokens: ptr(int64(500)), MaxCostUSD: ptr(2.5)}} {
 		_, err := enqueue("k", other)
-		if fe := wantCode(t, err, failure.CodeIdempotencyConflict); !strings.Contains(fe.Message, "another budget") {
-			t.Fatalf("budget %+v: %v", other, fe)
-		}
+		fe := wantCode(t, err, failure.CodeIdempotencyConflict)
+		require.Contains(t, fe.Message, "another budget", "budget %+v: %v", other, fe)
 	}
 	// None given: the workflow's default; an empty budget is none.
 	none, err := enqueue("k-none", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run := b.get(t, b.t1, none.RunID); *run.Budget.MaxTokens != 9000 || run.RequestedBudget != nil {
-		t.Fatalf("default budget %+v requested %+v", run.Budget, run.RequestedBudget)
-	}
-	if again, err := enqueue("k-none", &store.Budget{}); err != nil || again.RunID != none.RunID {
-		t.Fatalf("empty budget repeat: %+v %v", again, err)
-	}
+	require.NoError(t, err)
+	run = b.get(t, b.t1, none.RunID)
+	require.Equal(t, int64(9000), *run.Budget.MaxTokens, "default budget %+v requested %+v", run.Budget, run.RequestedBudget)
+	require.Nil(t, run.RequestedBudget, "default budget %+v requested %+v", run.Budget, run.RequestedBudget)
+	again, err = enqueue("k-none", &store.Budget{})
+	require.NoError(t, err, "empty budget repeat: %+v", again)
+	require.Equal(t, none.RunID, again.RunID, "empty budget repeat: %+v %v", again, err)
 	for _, bad := range []*store.Budget{{MaxTokens: ptr(int64(0))}, {MaxCostUSD: ptr(-1.0)}, {MaxCostUSD: ptr(2e6)}} {
 		_, err := enqueue("k-bad", bad)
 		wantCode(t, err, failure.CodeInvalidRequest)

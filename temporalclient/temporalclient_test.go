@@ -19,6 +19,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/temporalclient"
@@ -29,9 +31,7 @@ func TestMain(m *testing.M) { testinfra.Main(m) }
 func baseConfig(t *testing.T, env map[string]string) config.Config {
 	t.Helper()
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return cfg
 }
 
@@ -41,9 +41,7 @@ type syncBuffer = testinfra.SyncBuffer
 func writeKeyPair(t *testing.T) (certPath, keyPath string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1),
 		Subject:      pkix.Name{CommonName: "weft-test"},
@@ -51,21 +49,13 @@ func writeKeyPair(t *testing.T) (certPath, keyPath string) {
 		NotAfter:     time.Now().Add(time.Hour),
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dir := t.TempDir()
 	certPath, keyPath = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
 	return certPath, keyPath
 }
 
@@ -89,66 +79,44 @@ func TestOptions(t *testing.T) {
 			cfg := baseConfig(t, tc.env)
 			opts, err := temporalclient.Options(cfg, slog.New(slog.DiscardHandler))
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+				require.Error(t, err, "err = %v, want %q", err, tc.wantErr)
+				require.Contains(t, err.Error(), tc.wantErr, "err = %v, want %q", err, tc.wantErr)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if opts.HostPort != cfg.TemporalAddress || opts.Namespace != cfg.TemporalNamespace {
-				t.Errorf("address/namespace = %s/%s", opts.HostPort, opts.Namespace)
-			}
-			if (opts.ConnectionOptions.TLS != nil) != tc.wantTLS {
-				t.Errorf("TLS = %v, want %v", opts.ConnectionOptions.TLS != nil, tc.wantTLS)
-			}
-			if (opts.Credentials != nil) != tc.wantCred {
-				t.Errorf("credentials = %v, want %v", opts.Credentials != nil, tc.wantCred)
-			}
-			if opts.Logger == nil {
-				t.Error("no SDK logger: SDK logs would not be JSON")
-			}
+			require.NoError(t, err)
+			assert.False(t, opts.HostPort != cfg.TemporalAddress || opts.Namespace != cfg.TemporalNamespace, "address/namespace = %s/%s", opts.HostPort, opts.Namespace)
+			assert.Equal(t, tc.wantTLS, opts.ConnectionOptions.TLS != nil, "TLS = %v, want %v", opts.ConnectionOptions.TLS != nil, tc.wantTLS)
+			assert.Equal(t, tc.wantCred, opts.Credentials != nil, "credentials = %v, want %v", opts.Credentials != nil, tc.wantCred)
+			assert.True(t, opts.Logger != nil, "no SDK logger: SDK logs would not be JSON")
 		})
 	}
 }
 
 func TestDialDevServer(t *testing.T) {
 	srv, err := testinfra.SharedTemporal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var logs syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	cfg := baseConfig(t, map[string]string{"TEMPORAL_ADDRESS": srv.HostPort})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := temporalclient.Dial(ctx, cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
-	if _, err := c.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
+	require.NoError(t, err)
 	// Every line is JSON, including the SDK's own.
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		if !json.Valid([]byte(line)) {
-			t.Errorf("log line is not JSON: %s", line)
-		}
+		assert.True(t, json.Valid([]byte(line)), "log line is not JSON: %s", line)
 	}
-	if !strings.Contains(logs.String(), `"auth":"none"`) {
-		t.Errorf("connection log missing: %s", logs.String())
-	}
+	assert.Contains(t, logs.String(), `"auth":"none"`, "connection log missing: %s", logs.String())
 }
 
 // TestAPIKeyNeverLogged dials the plaintext dev server with an API key (so
 // TLS fails) and checks the key shows up in neither the error nor the logs.
 func TestAPIKeyNeverLogged(t *testing.T) {
 	srv, err := testinfra.SharedTemporal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const key = "weft-test-api-key-do-not-log-me"
 	var logs syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -158,11 +126,10 @@ func TestAPIKeyNeverLogged(t *testing.T) {
 	c, err := temporalclient.Dial(ctx, cfg, logger)
 	if err == nil {
 		c.Close()
-		t.Fatal("TLS dial to a plaintext server succeeded")
 	}
-	if strings.Contains(err.Error(), key) || strings.Contains(logs.String(), key) {
-		t.Fatalf("API key leaked: err=%v logs=%s", err, logs.String())
-	}
+	require.Error(t, err, "TLS dial to a plaintext server succeeded")
+	require.NotContains(t, err.Error(), key, "API key leaked: err=%v logs=%s", err, logs.String())
+	require.NotContains(t, logs.String(), key, "API key leaked: err=%v logs=%s", err, logs.String())
 }
 
 func TestLoopbackConnectionsAreNotCompressed(t *testing.T) {
@@ -170,16 +137,12 @@ func TestLoopbackConnectionsAreNotCompressed(t *testing.T) {
 		"localhost:7233": true, "127.0.0.1:7233": true, "[::1]:7233": true,
 		"temporal:7233": false, "ns.acct.tmprl.cloud:7233": false, "10.0.0.5:7233": false,
 	} {
-		if got := temporalclient.Loopback(addr); got != want {
-			t.Errorf("Loopback(%q) = %v", addr, got)
-		}
+		got := temporalclient.Loopback(addr)
+		assert.Equal(t, want, got, "Loopback(%q) = %v", addr, got)
 		opts, err := temporalclient.Options(config.Config{TemporalAddress: addr, TemporalNamespace: "default"}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, none := opts.ConnectionOptions.GrpcCompression.(*client.GrpcCompressionNone); none != want {
-			t.Errorf("%s: compression %T", addr, opts.ConnectionOptions.GrpcCompression)
-		}
+		require.NoError(t, err)
+		_, none := opts.ConnectionOptions.GrpcCompression.(*client.GrpcCompressionNone)
+		assert.Equal(t, want, none, "%s: compression %T", addr, opts.ConnectionOptions.GrpcCompression)
 	}
 }
 
@@ -188,16 +151,11 @@ func TestCancellationNoiseIsQuiet(t *testing.T) {
 	var buf strings.Builder
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts, err := temporalclient.Options(config.Config{TemporalAddress: "localhost:7233", TemporalNamespace: "default"}, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	opts.Logger.Error("Activity error.", "ActivityType", "weft.Action", "Error", "context canceled")
 	opts.Logger.Warn("RecordActivityHeartbeat with error", "Error", "canceled")
-	if buf.Len() != 0 {
-		t.Fatalf("cancellation logged above DEBUG: %s", buf.String())
-	}
+	require.Equal(t, 0, buf.Len(), "cancellation logged above DEBUG: %s", buf.String())
 	opts.Logger.Error("Activity error.", "ActivityType", "weft.Action", "Error", "node \"a\": boom (type: ACTION_FAILED)")
-	if !strings.Contains(buf.String(), `"level":"ERROR"`) || !strings.Contains(buf.String(), "boom") {
-		t.Fatalf("a real failure was hidden: %q", buf.String())
-	}
+	require.Contains(t, buf.String(), `"level":"ERROR"`, "a real failure was hidden: %q", buf.String())
+	require.Contains(t, buf.String(), "boom", "a real failure was hidden: %q", buf.String())
 }

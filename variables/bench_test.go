@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"text/template"
+
+	"github.com/stretchr/testify/require"
 )
 
 // benchKeys are the 10 variables of the benchmark template. They are single
@@ -59,19 +61,12 @@ func renderTextTemplate(src string) (string, error) {
 func TestBenchmarkTemplatesAgree(t *testing.T) {
 	t.Parallel()
 	ours, theirs := benchTemplates()
-	if len(ours) != 1024 {
-		t.Fatalf("template is %d bytes, want 1024", len(ours))
-	}
-	if got := len(Extract(ours)); got != 10 {
-		t.Fatalf("template has %d variables, want 10", got)
-	}
+	require.Len(t, ours, 1024, "template is %d bytes, want 1024", len(ours))
+	got := len(Extract(ours))
+	require.Equal(t, 10, got, "template has %d variables, want 10", got)
 	want, err := renderTextTemplate(theirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := Resolve(ours, benchValues, Keep); got != want {
-		t.Fatalf("outputs differ:\n%q\n%q", got, want)
-	}
+	require.NoError(t, err)
+	require.Equal(t, want, Resolve(ours, benchValues, Keep), "outputs differ")
 }
 
 // BenchmarkResolve1KiB10Vars: Resolve scans and substitutes in one pass per call.

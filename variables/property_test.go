@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"testing/quick"
+
+	"github.com/stretchr/testify/require"
 )
 
 // templateAtoms are the pieces random templates are built from: every
@@ -42,9 +44,7 @@ func TestTokenizeRoundTripProperty(t *testing.T) {
 		assertRoundTrip(t, string(tpl))
 		return !t.Failed()
 	}
-	if err := quick.Check(prop, &quick.Config{MaxCount: 5000, MaxCountScale: 0, Rand: rand.New(rand.NewSource(1))}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, quick.Check(prop, &quick.Config{MaxCount: 5000, MaxCountScale: 0, Rand: rand.New(rand.NewSource(1))}))
 }
 
 // TestIsKeyMatchesPattern checks that the hand-written IsKey agrees with KeyPattern.
@@ -54,9 +54,7 @@ func TestIsKeyMatchesPattern(t *testing.T) {
 		s := string(tpl)
 		return IsKey(s) == KeyPattern.MatchString(s)
 	}
-	if err := quick.Check(prop, &quick.Config{MaxCount: 5000}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, quick.Check(prop, &quick.Config{MaxCount: 5000}))
 	alphabet := "aZ9._-"
 	r := rand.New(rand.NewSource(2))
 	for range 20000 {
@@ -65,9 +63,7 @@ func TestIsKeyMatchesPattern(t *testing.T) {
 			b.WriteByte(alphabet[r.Intn(len(alphabet))])
 		}
 		s := b.String()
-		if IsKey(s) != KeyPattern.MatchString(s) {
-			t.Fatalf("IsKey(%q) = %v disagrees with KeyPattern", s, IsKey(s))
-		}
+		require.Equal(t, KeyPattern.MatchString(s), IsKey(s), "IsKey(%q) = %v disagrees with KeyPattern", s, IsKey(s))
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/failure"
 )
 
@@ -72,9 +74,7 @@ func setup(t *testing.T) *bundle {
 		agSrc:  &countingSource{Source: AgentNameSource(agents)},
 	}
 	reg, err := NewRegistry(b.ctxSrc, b.runSrc, b.agSrc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b.reg = reg
 	return b
 }
@@ -95,15 +95,9 @@ func request() Request {
 func refusal(t *testing.T, err error, code string) *Refusal {
 	t.Helper()
 	var r *Refusal
-	if !errors.As(err, &r) {
-		t.Fatalf("error %v is not a *Refusal", err)
-	}
-	if r.Code != code {
-		t.Fatalf("code = %s (%s), want %s", r.Code, r.Message, code)
-	}
-	if failure.CodeOf(err) != code {
-		t.Fatalf("failure.CodeOf = %s, want %s", failure.CodeOf(err), code)
-	}
+	require.ErrorAs(t, err, &r, "error %v is not a *Refusal", err)
+	require.Equal(t, code, r.Code, "code = %s (%s), want %s", r.Code, r.Message, code)
+	require.Equal(t, code, failure.CodeOf(err), "failure.CodeOf = %s, want %s", failure.CodeOf(err), code)
 	return r
 }
 
@@ -115,35 +109,22 @@ func TestRegistryResolve(t *testing.T) {
 	req := request()
 	req.Values = map[string]string{"item.id": "{{ run.id }}"}
 	got, err := b.reg.Resolve(context.Background(), tpl, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := `Hi Ada Lovelace <ada@example.com> of Acme, 2026-03-09: run run-42 of invoice-intake by Support triage. {{ literal }} {{ run.id }}`
-	if got != want {
-		t.Fatalf("got  %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, got, "got  %q\nwant %q", got, want)
 	// Each source is called once with its keys in first-seen order.
-	if !reflect.DeepEqual(b.ctxSrc.calls, [][]string{{KeyUserDisplayName, KeyUserEmail, KeyTenantName, KeyToday}}) {
-		t.Errorf("context calls = %q", b.ctxSrc.calls)
-	}
-	if !reflect.DeepEqual(b.runSrc.calls, [][]string{{KeyRunID, KeyWorkflowKey}}) {
-		t.Errorf("run calls = %q", b.runSrc.calls)
-	}
-	if !reflect.DeepEqual(b.agSrc.calls, [][]string{{KeyAgentName}}) {
-		t.Errorf("agent calls = %q", b.agSrc.calls)
-	}
+	assert.Equal(t, [][]string{{KeyUserDisplayName, KeyUserEmail, KeyTenantName, KeyToday}}, b.ctxSrc.calls, "context calls = %q", b.ctxSrc.calls)
+	assert.Equal(t, [][]string{{KeyRunID, KeyWorkflowKey}}, b.runSrc.calls, "run calls = %q", b.runSrc.calls)
+	assert.Equal(t, [][]string{{KeyAgentName}}, b.agSrc.calls, "agent calls = %q", b.agSrc.calls)
 }
 
 func TestRegistryResolveNoTokensCallsNoSource(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	got, err := b.reg.Resolve(context.Background(), `plain \{{ text }}`, Request{})
-	if err != nil || got != "plain {{ text }}" {
-		t.Fatalf("got %q, %v", got, err)
-	}
-	if b.sourceCalls() != 0 {
-		t.Fatal("a source was called for a template without tokens")
-	}
+	require.NoError(t, err, "got %q,", got)
+	require.Equal(t, "plain {{ text }}", got, "got %q, %v", got, err)
+	require.Equal(t, 0, b.sourceCalls(), "a source was called for a template without tokens")
 }
 
 func TestRegistryValuesTakePrecedence(t *testing.T) {
@@ -154,15 +135,9 @@ func TestRegistryValuesTakePrecedence(t *testing.T) {
 	req.Bindings = nil                                                                    // ... and agentId,
 	req.Values = map[string]string{KeyAgentName: "Mine", KeyToday: "{{ context.today }}"} // but the caller owns them.
 	got, err := b.reg.Resolve(context.Background(), "{{ agent.name }} {{ context.today }}", req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != "Mine {{ context.today }}" {
-		t.Fatalf("got %q", got)
-	}
-	if b.sourceCalls() != 0 {
-		t.Fatal("a source was called for caller-owned values")
-	}
+	require.NoError(t, err)
+	require.Equal(t, "Mine {{ context.today }}", got, "got %q", got)
+	require.Equal(t, 0, b.sourceCalls(), "a source was called for caller-owned values")
 }
 
 func TestRegistryDefaults(t *testing.T) {
@@ -170,12 +145,8 @@ func TestRegistryDefaults(t *testing.T) {
 	b := setup(t)
 	req := Request{TenantID: "tenant-a", Actor: Actor{Sub: "u-1"}, Today: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)}
 	got, err := b.reg.Resolve(context.Background(), "{{context.tenantName}}|{{context.user.displayName}}|{{context.user.email}}|{{context.today}}", req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != "tenant-a|u-1||2026-01-02" {
-		t.Fatalf("got %q", got)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "tenant-a|u-1||2026-01-02", got, "got %q", got)
 }
 
 func TestRegistryRefusals(t *testing.T) {
@@ -253,32 +224,16 @@ func TestRegistryRefusals(t *testing.T) {
 				ctx = c.ctx(t)
 			}
 			out, err := b.reg.Resolve(ctx, c.template, req)
-			if out != "" {
-				t.Errorf("refused resolution returned text %q", out)
-			}
+			assert.Empty(t, out, "refused resolution returned text %q", out)
 			r := refusal(t, err, c.code)
-			if !reflect.DeepEqual(r.Keys, c.keys) {
-				t.Errorf("keys = %q, want %q", r.Keys, c.keys)
-			}
-			if !reflect.DeepEqual(r.Scopes, c.scopes) {
-				t.Errorf("scopes = %q, want %q", r.Scopes, c.scopes)
-			}
-			if !reflect.DeepEqual(r.Bindings, c.bindings) {
-				t.Errorf("bindings = %q, want %q", r.Bindings, c.bindings)
-			}
-			if c.noSources && b.sourceCalls() != 0 {
-				t.Errorf("a source ran before the refusal")
-			}
-			if c.agentCall != (b.agents.calls.Load() > 0) {
-				t.Errorf("agent lookup calls = %d", b.agents.calls.Load())
-			}
-			if r.Message == "" || !strings.HasPrefix(r.Error(), c.code+": ") {
-				t.Errorf("Error() = %q", r.Error())
-			}
+			assert.Equal(t, c.keys, r.Keys, "keys = %q, want %q", r.Keys, c.keys)
+			assert.Equal(t, c.scopes, r.Scopes, "scopes = %q, want %q", r.Scopes, c.scopes)
+			assert.Equal(t, c.bindings, r.Bindings, "bindings = %q, want %q", r.Bindings, c.bindings)
+			assert.False(t, c.noSources && b.sourceCalls() != 0, "a source ran before the refusal")
+			assert.Equal(t, b.agents.calls.Load() > 0, c.agentCall, "agent lookup calls = %d", b.agents.calls.Load())
+			assert.False(t, r.Message == "" || !strings.HasPrefix(r.Error(), c.code+": "), "Error() = %q", r.Error())
 			for _, leak := range []string{secret, "tenant-b", "Sales assistant", "tenant-a", "ghost"} {
-				if strings.Contains(r.Error(), leak) || strings.Contains(r.AsFailure().Message, leak) {
-					t.Errorf("refusal text %q leaks %q", r.Error(), leak)
-				}
+				assert.False(t, strings.Contains(r.Error(), leak) || strings.Contains(r.AsFailure().Message, leak), "refusal text %q leaks %q", r.Error(), leak)
 			}
 		})
 	}
@@ -294,29 +249,19 @@ func TestRegistrySourceFailureIsGeneric(t *testing.T) {
 	short := NewSource([]Definition{{Key: "party.short", Label: "Short", Kind: KindText}},
 		func(context.Context, Request, []string) (map[string]string, error) { return map[string]string{}, nil })
 	reg, err := NewRegistry(failing, panicking, short)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, tpl := range []string{"{{ party.name }}", "{{ party.crash }}", "{{ party.short }}"} {
 		_, err := reg.Resolve(context.Background(), tpl, request())
 		r := refusal(t, err, CodeSourceFailed)
 		fe := r.AsFailure()
 		for _, text := range []string{r.Error(), r.Message, fe.Message, fmt.Sprint(fe.Details)} {
-			if strings.Contains(text, "password") || strings.Contains(text, "boom") || strings.Contains(text, "no value") {
-				t.Errorf("%s: client-visible text leaks the cause: %q", tpl, text)
-			}
+			assert.False(t, strings.Contains(text, "password") || strings.Contains(text, "boom") || strings.Contains(text, "no value"), "%s: client-visible text leaks the cause: %q", tpl, text)
 		}
-		if r.Unwrap() == nil || fe.Err == nil {
-			t.Errorf("%s: internal cause lost", tpl)
-		}
-		if !r.Retryable() {
-			t.Errorf("%s: a source failure should be retryable", tpl)
-		}
+		assert.False(t, r.Unwrap() == nil || fe.Err == nil, "%s: internal cause lost", tpl)
+		assert.True(t, r.Retryable(), "%s: a source failure should be retryable", tpl)
 	}
 	_, err = reg.Resolve(context.Background(), "{{ party.name }}", request())
-	if !errors.Is(err, secret) {
-		t.Error("the cause must stay reachable through Unwrap for logs")
-	}
+	assert.ErrorIs(t, err, secret, "the cause must stay reachable through Unwrap for logs")
 }
 
 func TestRegistryCancelledDuringSource(t *testing.T) {
@@ -336,20 +281,12 @@ func TestRegistryCancelledDuringSource(t *testing.T) {
 			return map[string]string{"next.value": "x"}, nil
 		})
 	reg, err := NewRegistry(first, after)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = reg.Resolve(ctx, "{{ slow.value }}{{ next.value }}", request())
 	r := refusal(t, err, CodeCancelled)
-	if r.Retryable() {
-		t.Error("CANCELLED must not be retryable")
-	}
-	if !errors.Is(err, context.Canceled) {
-		t.Error("cause should carry context.Canceled")
-	}
-	if second.Load() {
-		t.Error("a source ran after cancellation")
-	}
+	assert.False(t, r.Retryable(), "CANCELLED must not be retryable")
+	assert.ErrorIs(t, err, context.Canceled, "cause should carry context.Canceled")
+	assert.False(t, second.Load(), "a source ran after cancellation")
 
 	// A source that succeeds as the context ends still counts as cancelled
 	// for the next source.
@@ -360,17 +297,11 @@ func TestRegistryCancelledDuringSource(t *testing.T) {
 			return map[string]string{"quick.value": "q"}, nil
 		})
 	reg2, err := NewRegistry(quick, after)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = reg2.Resolve(ctx2, "{{ quick.value }}{{ next.value }}", request())
 	r = refusal(t, err, CodeCancelled)
-	if !reflect.DeepEqual(r.Keys, []string{"next.value"}) {
-		t.Errorf("keys = %q", r.Keys)
-	}
-	if second.Load() {
-		t.Error("a source ran after cancellation")
-	}
+	assert.Equal(t, []string{"next.value"}, r.Keys, "keys = %q", r.Keys)
+	assert.False(t, second.Load(), "a source ran after cancellation")
 }
 
 func TestRegistryValidatesBeforeAnySource(t *testing.T) {
@@ -386,9 +317,7 @@ func TestRegistryValidatesBeforeAnySource(t *testing.T) {
 		req.Permissions = nil
 		_, err := b.reg.Resolve(context.Background(), tc.tpl, req)
 		refusal(t, err, tc.code)
-		if b.sourceCalls() != 0 {
-			t.Errorf("%q: a source ran before validation finished", tc.tpl)
-		}
+		assert.Equal(t, 0, b.sourceCalls(), "%q: a source ran before validation finished", tc.tpl)
 	}
 }
 
@@ -399,20 +328,14 @@ func TestRefusalAsFailure(t *testing.T) {
 	req.Permissions = nil
 	_, err := b.reg.Resolve(context.Background(), "{{ agent.name }}", req)
 	var fe *failure.Error
-	if !errors.As(fmt.Errorf("wrapped: %w", err), &fe) {
-		t.Fatal("errors.As to *failure.Error failed")
-	}
-	if fe.Code != failure.CodeMissingScope || fe.Message == "" {
-		t.Fatalf("failure = %+v", fe)
-	}
+	require.ErrorAs(t, fmt.Errorf("wrapped: %w", err), &fe, "errors.As to *failure.Error failed")
+	require.Equal(t, failure.CodeMissingScope, fe.Code, "failure = %+v", fe)
+	require.NotEmpty(t, fe.Message, "failure = %+v", fe)
 	want := map[string]any{"keys": []string{KeyAgentName}, "scopes": []string{ScopeAgentsRead}}
-	if !reflect.DeepEqual(fe.Details, want) {
-		t.Fatalf("details = %v, want %v", fe.Details, want)
-	}
+	require.Equal(t, want, fe.Details, "details = %v, want %v", fe.Details, want)
 	var r *Refusal
-	if !errors.As(err, &r) || r.Retryable() {
-		t.Fatal("MISSING_SCOPE must be a non-retryable *Refusal")
-	}
+	require.ErrorAs(t, err, &r, "MISSING_SCOPE must be a non-retryable *Refusal")
+	require.False(t, r.Retryable(), "MISSING_SCOPE must be a non-retryable *Refusal")
 }
 
 func TestNewRegistryRejects(t *testing.T) {
@@ -431,13 +354,11 @@ func TestNewRegistryRejects(t *testing.T) {
 		"builtin twice": {ContextSource(), ContextSource()},
 	}
 	for name, sources := range cases {
-		if _, err := NewRegistry(sources...); err == nil {
-			t.Errorf("%s: NewRegistry accepted it", name)
-		}
+		_, err := NewRegistry(sources...)
+		assert.Error(t, err, "%s: NewRegistry accepted it", name)
 	}
-	if _, err := NewRegistry(); err != nil {
-		t.Errorf("an empty registry is valid: %v", err)
-	}
+	_, err := NewRegistry()
+	assert.NoError(t, err, "an empty registry is valid")
 }
 
 func TestRegistryList(t *testing.T) {
@@ -452,17 +373,14 @@ func TestRegistryList(t *testing.T) {
 	}
 	scopeless := []string{KeyTenantName, KeyToday, KeyUserDisplayName, KeyUserEmail, KeyRunID, KeyWorkflowKey}
 	for _, scopes := range [][]string{nil, {}, {"runs.read"}} {
-		if got := keys(b.reg.List(scopes)); !reflect.DeepEqual(got, sorted(scopeless)) {
-			t.Errorf("List(%q) = %q", scopes, got)
-		}
+		got := keys(b.reg.List(scopes))
+		assert.Equal(t, sorted(scopeless), got, "List(%q) = %q", scopes, got)
 	}
 	all := sorted(append(append([]string{}, scopeless...), KeyAgentName))
-	if got := keys(b.reg.List([]string{ScopeAgentsRead})); !reflect.DeepEqual(got, all) {
-		t.Errorf("List(agents.read) = %q", got)
-	}
-	if got := keys(b.reg.Definitions()); !reflect.DeepEqual(got, all) {
-		t.Errorf("Definitions() = %q", got)
-	}
+	got := keys(b.reg.List([]string{ScopeAgentsRead}))
+	assert.Equal(t, all, got, "List(agents.read) = %q", got)
+	got = keys(b.reg.Definitions())
+	assert.Equal(t, all, got, "Definitions() = %q", got)
 	// The returned definitions are copies.
 	list := b.reg.List([]string{ScopeAgentsRead})
 	for i := range list {
@@ -471,12 +389,9 @@ func TestRegistryList(t *testing.T) {
 		}
 	}
 	d, ok := b.reg.Lookup(KeyAgentName)
-	if !ok || !reflect.DeepEqual(d.RequiredBindings, []string{BindingAgentID}) || d.Scope != ScopeAgentsRead || d.Kind != KindText {
-		t.Errorf("Lookup(agent.name) = %+v, %v", d, ok)
-	}
-	if _, ok := b.reg.Lookup("nope"); ok {
-		t.Error("Lookup(nope) found something")
-	}
+	assert.False(t, !ok || !reflect.DeepEqual(d.RequiredBindings, []string{BindingAgentID}) || d.Scope != ScopeAgentsRead || d.Kind != KindText, "Lookup(agent.name) = %+v, %v", d, ok)
+	_, ok = b.reg.Lookup("nope")
+	assert.False(t, ok, "Lookup(nope) found something")
 }
 
 func sorted(s []string) []string {
@@ -520,15 +435,12 @@ func TestGraphHelpers(t *testing.T) {
 			unknown: []string{"toString", "__proto__"}, scopes: []string{}, missing: []string{}},
 	}
 	for _, c := range cases {
-		if got := Check(c.template, c.bindings, defs); !reflect.DeepEqual(got, c.unknown) {
-			t.Errorf("%s: Check = %q, want %q", c.name, got, c.unknown)
-		}
-		if got := Scopes(c.template, c.bindings, defs); !reflect.DeepEqual(got, c.scopes) {
-			t.Errorf("%s: Scopes = %q, want %q", c.name, got, c.scopes)
-		}
-		if got := MissingBindings(c.template, c.bindings, defs); !reflect.DeepEqual(got, c.missing) {
-			t.Errorf("%s: MissingBindings = %q, want %q", c.name, got, c.missing)
-		}
+		got := Check(c.template, c.bindings, defs)
+		assert.Equal(t, c.unknown, got, "%s: Check = %q, want %q", c.name, got, c.unknown)
+		got = Scopes(c.template, c.bindings, defs)
+		assert.Equal(t, c.scopes, got, "%s: Scopes = %q, want %q", c.name, got, c.scopes)
+		got = MissingBindings(c.template, c.bindings, defs)
+		assert.Equal(t, c.missing, got, "%s: MissingBindings = %q, want %q", c.name, got, c.missing)
 	}
 }
 
@@ -558,16 +470,13 @@ func TestRegistryConcurrent(t *testing.T) {
 func TestRefusalMessageIsBounded(t *testing.T) {
 	t.Parallel()
 	reg, err := NewRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var b strings.Builder
 	for i := range 25 {
 		fmt.Fprintf(&b, "{{ k%d }}", i)
 	}
 	_, err = reg.Resolve(context.Background(), b.String(), Request{})
 	r := refusal(t, err, CodeUnknownVariable)
-	if len(r.Keys) != 25 || !strings.HasSuffix(r.Message, `"k9", and 15 more`) {
-		t.Fatalf("keys %d, message %q", len(r.Keys), r.Message)
-	}
+	require.Len(t, r.Keys, 25, "keys %d, message %q", len(r.Keys), r.Message)
+	require.True(t, strings.HasSuffix(r.Message, `"k9", and 15 more`), "keys %d, message %q", len(r.Keys), r.Message)
 }

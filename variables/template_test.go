@@ -1,11 +1,12 @@
 package variables
 
 import (
-	"errors"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestIsKey(t *testing.T) {
@@ -38,12 +39,10 @@ func TestIsKey(t *testing.T) {
 		{"a\n", false},
 	}
 	for _, c := range cases {
-		if got := IsKey(c.key); got != c.want {
-			t.Errorf("IsKey(%q) = %v, want %v", c.key, got, c.want)
-		}
-		if got := KeyPattern.MatchString(c.key); got != c.want {
-			t.Errorf("KeyPattern.MatchString(%q) = %v, want %v", c.key, got, c.want)
-		}
+		got := IsKey(c.key)
+		assert.Equal(t, c.want, got, "IsKey(%q) = %v, want %v", c.key, got, c.want)
+		got = KeyPattern.MatchString(c.key)
+		assert.Equal(t, c.want, got, "KeyPattern.MatchString(%q) = %v, want %v", c.key, got, c.want)
 	}
 }
 
@@ -117,15 +116,12 @@ func TestResolve(t *testing.T) {
 			if c.values != nil {
 				vals = c.values
 			}
-			if got := Resolve(c.template, vals, Keep); got != c.keep {
-				t.Errorf("Resolve(Keep) = %q, want %q", got, c.keep)
-			}
-			if got := Resolve(c.template, vals, Blank); got != c.blank {
-				t.Errorf("Resolve(Blank) = %q, want %q", got, c.blank)
-			}
-			if got := Extract(c.template); !reflect.DeepEqual(got, c.keysWant) {
-				t.Errorf("Extract = %q, want %q", got, c.keysWant)
-			}
+			got := Resolve(c.template, vals, Keep)
+			assert.Equal(t, c.keep, got, "Resolve(Keep) = %q, want %q", got, c.keep)
+			got = Resolve(c.template, vals, Blank)
+			assert.Equal(t, c.blank, got, "Resolve(Blank) = %q, want %q", got, c.blank)
+			keys := Extract(c.template)
+			assert.Equal(t, c.keysWant, keys, "Extract = %q, want %q", keys, c.keysWant)
 			var defs []Definition
 			for k := range vals {
 				defs = append(defs, Definition{Key: k, Label: k, Kind: KindText})
@@ -135,12 +131,8 @@ func TestResolve(t *testing.T) {
 			if want == nil {
 				want = []string{}
 			}
-			if !reflect.DeepEqual(res.Unknown, want) {
-				t.Errorf("Validate.Unknown = %q, want %q", res.Unknown, want)
-			}
-			if len(res.Forbidden) != 0 {
-				t.Errorf("Validate.Forbidden = %q, want none (scope check skipped)", res.Forbidden)
-			}
+			assert.Equal(t, want, res.Unknown, "Validate.Unknown = %q, want %q", res.Unknown, want)
+			assert.Empty(t, res.Forbidden, "Validate.Forbidden = %q, want none (scope check skipped)", res.Forbidden)
 			assertRoundTrip(t, c.template)
 		})
 	}
@@ -148,25 +140,21 @@ func TestResolve(t *testing.T) {
 
 func TestResolveNilValues(t *testing.T) {
 	t.Parallel()
-	if got := Resolve("{{ a }}", nil, Keep); got != "{{ a }}" {
-		t.Errorf("Keep with nil values = %q", got)
-	}
-	if got := Resolve("x{{ a }}y", nil, Blank); got != "xy" {
-		t.Errorf("Blank with nil values = %q", got)
-	}
+	got := Resolve("{{ a }}", nil, Keep)
+	assert.Equal(t, "{{ a }}", got, "Keep with nil values = %q", got)
+	got = Resolve("x{{ a }}y", nil, Blank)
+	assert.Equal(t, "xy", got, "Blank with nil values = %q", got)
 }
 
 func TestResolveSinglePass(t *testing.T) {
 	t.Parallel()
 	// Each value names the next key; a recursive resolver would chase the chain.
 	values := map[string]string{"a": "{{ b }}", "b": "{{ c }}", "c": "done"}
-	if got := Resolve("{{ a }}", values, Keep); got != "{{ b }}" {
-		t.Fatalf("got %q, want the value verbatim", got)
-	}
+	got := Resolve("{{ a }}", values, Keep)
+	require.Equal(t, "{{ b }}", got, "got %q, want the value verbatim", got)
 	// A value that completes a token with surrounding text is not re-scanned either.
-	if got := Resolve("{{open}} c {{close}}", map[string]string{"open": "{{", "close": "}}", "c": "X"}, Keep); got != "{{ c }}" {
-		t.Fatalf("got %q, want the pieces verbatim", got)
-	}
+	got = Resolve("{{open}} c {{close}}", map[string]string{"open": "{{", "close": "}}", "c": "X"}, Keep)
+	require.Equal(t, "{{ c }}", got, "got %q, want the pieces verbatim", got)
 }
 
 func TestTokenize(t *testing.T) {
@@ -206,9 +194,7 @@ func TestTokenize(t *testing.T) {
 	}
 	for _, c := range cases {
 		got := Tokenize(c.template)
-		if !reflect.DeepEqual(got, c.want) {
-			t.Errorf("Tokenize(%q) = %+v, want %+v", c.template, got, c.want)
-		}
+		assert.Equal(t, c.want, got, "Tokenize(%q) = %+v, want %+v", c.template, got, c.want)
 	}
 }
 
@@ -232,19 +218,11 @@ func TestValidateScopes(t *testing.T) {
 	}
 	for _, c := range cases {
 		res := Validate(tpl, defs, c.scopes)
-		if !reflect.DeepEqual(res.Unknown, []string{"nope", "Bad"}) {
-			t.Errorf("%s: Unknown = %q", c.name, res.Unknown)
-		}
-		if !reflect.DeepEqual(res.Forbidden, c.forbidden) {
-			t.Errorf("%s: Forbidden = %q, want %q", c.name, res.Forbidden, c.forbidden)
-		}
-		if res.OK() {
-			t.Errorf("%s: OK() with unknown keys", c.name)
-		}
+		assert.Equal(t, []string{"nope", "Bad"}, res.Unknown, "%s: Unknown = %q", c.name, res.Unknown)
+		assert.Equal(t, c.forbidden, res.Forbidden, "%s: Forbidden = %q, want %q", c.name, res.Forbidden, c.forbidden)
+		assert.False(t, res.OK(), "%s: OK() with unknown keys", c.name)
 	}
-	if !Validate("{{ context.today }}", defs, []string{}).OK() {
-		t.Error("a scope-less variable must validate without scopes")
-	}
+	assert.True(t, Validate("{{ context.today }}", defs, []string{}).OK(), "a scope-less variable must validate without scopes")
 }
 
 // assertRoundTrip checks the invariants that hold for every template.
@@ -257,31 +235,21 @@ func assertRoundTrip(t *testing.T, template string) {
 	var keys []string
 	for i, s := range segs {
 		b.WriteString(s.Text)
-		if s.Text == "" {
-			t.Fatalf("Tokenize(%q): empty segment %d", template, i)
-		}
+		require.NotEmpty(t, s.Text, "Tokenize(%q): empty segment %d", template, i)
 		switch s.Kind {
 		case SegmentText:
-			if i > 0 && segs[i-1].Kind == SegmentText {
-				t.Fatalf("Tokenize(%q): adjacent text segments at %d", template, i)
-			}
-			if s.Key != "" {
-				t.Fatalf("Tokenize(%q): text segment with key", template)
-			}
+			require.False(t, i > 0 && segs[i-1].Kind == SegmentText, "Tokenize(%q): adjacent text segments at %d", template, i)
+			require.Empty(t, s.Key, "Tokenize(%q): text segment with key", template)
 			rendered.WriteString(s.Text)
 		case SegmentToken:
-			if !IsKey(s.Key) {
-				t.Fatalf("Tokenize(%q): token key %q is not a key", template, s.Key)
-			}
+			require.True(t, IsKey(s.Key), "Tokenize(%q): token key %q is not a key", template, s.Key)
 			// A value that is itself a token must come back verbatim.
 			v := "{{ " + s.Key + " }}<" + s.Key + ">"
 			values[s.Key] = v
 			rendered.WriteString(v)
 			keys = appendDistinct(keys, s.Key)
 		case SegmentEscape:
-			if s.Text != `\{{` {
-				t.Fatalf("Tokenize(%q): escape text %q", template, s.Text)
-			}
+			require.Equal(t, `\{{`, s.Text, "Tokenize(%q): escape text %q", template, s.Text)
 			rendered.WriteString("{{")
 		case SegmentInvalid:
 			rendered.WriteString(s.Text)
@@ -289,21 +257,16 @@ func assertRoundTrip(t *testing.T, template string) {
 			t.Fatalf("Tokenize(%q): unknown kind %q", template, s.Kind)
 		}
 	}
-	if b.String() != template {
-		t.Fatalf("Tokenize(%q) does not round-trip: %q", template, b.String())
-	}
-	if got, want := Resolve(template, nil, Keep), strings.ReplaceAll(template, `\{{`, `{{`); got != want {
-		t.Fatalf("Resolve(%q, nil, Keep) = %q, want %q", template, got, want)
-	}
-	if got := Resolve(template, values, Blank); got != rendered.String() {
-		t.Fatalf("Resolve(%q, values) = %q, want %q", template, got, rendered.String())
-	}
+	require.Equal(t, template, b.String(), "Tokenize(%q) does not round-trip: %q", template, b.String())
+	got, want := Resolve(template, nil, Keep), strings.ReplaceAll(template, `\{{`, `{{`)
+	require.Equal(t, want, got, "Resolve(%q, nil, Keep) = %q, want %q", template, got, want)
+	got = Resolve(template, values, Blank)
+	require.Equal(t, rendered.String(), got, "Resolve(%q, values) = %q, want %q", template, got, rendered.String())
 	if keys == nil {
 		keys = []string{}
 	}
-	if got := Extract(template); !reflect.DeepEqual(got, keys) {
-		t.Fatalf("Extract(%q) = %q, want %q", template, got, keys)
-	}
+	extracted := Extract(template)
+	require.Equal(t, keys, extracted, "Extract(%q) = %q, want %q", template, extracted, keys)
 }
 
 // TestLargeTemplate checks that a template with very many distinct keys is
@@ -321,25 +284,19 @@ func TestLargeTemplate(t *testing.T) {
 		defs = append(defs, Definition{Key: k, Label: k, Kind: KindText})
 	}
 	tpl := b.String()
-	if got := len(Extract(tpl)); got != n {
-		t.Fatalf("Extract found %d keys", got)
-	}
-	if res := Validate(tpl, defs, []string{}); len(res.Unknown) != n || len(res.Forbidden) != 0 {
-		t.Fatalf("Validate: %d unknown, %d forbidden", len(res.Unknown), len(res.Forbidden))
-	}
-	if got := len(Check(tpl, values, nil)); got != n {
-		t.Fatalf("Check found %d unknown", got)
-	}
+	got := len(Extract(tpl))
+	require.Equal(t, n, got, "Extract found %d keys", got)
+	res := Validate(tpl, defs, []string{})
+	require.Len(t, res.Unknown, n, "Validate: %d unknown, %d forbidden", len(res.Unknown), len(res.Forbidden))
+	require.Empty(t, res.Forbidden, "Validate: %d unknown, %d forbidden", len(res.Unknown), len(res.Forbidden))
+	got = len(Check(tpl, values, nil))
+	require.Equal(t, n, got, "Check found %d unknown", got)
 	reg, err := NewRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = reg.Resolve(t.Context(), tpl, Request{Values: values})
 	var r *Refusal
-	if !errors.As(err, &r) || r.Code != CodeUnknownVariable || len(r.Keys) != n {
-		t.Fatalf("Registry.Resolve: %v", err)
-	}
-	if got := Resolve(tpl, values, Blank); strings.Count(got, "v") != n {
-		t.Fatal("Resolve lost values")
-	}
+	require.ErrorAs(t, err, &r, "Registry.Resolve: %v", err)
+	require.Equal(t, CodeUnknownVariable, r.Code, "Registry.Resolve: %v", err)
+	require.Len(t, r.Keys, n, "Registry.Resolve: %v", err)
+	require.Equal(t, n, strings.Count(Resolve(tpl, values, Blank), "v"), "Resolve lost values")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -32,19 +33,13 @@ func TestRetentionKeepsBindingsForTheNamespaceRetention(t *testing.T) {
 	defer cancel()
 	ns := "retention-" + uuid.NewString()[:8]
 	nsc, err := client.NewNamespaceClient(client.Options{HostPort: srv.FrontendHostPort()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer nsc.Close()
-	if err := nsc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns,
-		WorkflowExecutionRetentionPeriod: durationpb.New(60 * 24 * time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, nsc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: ns,
+		WorkflowExecutionRetentionPeriod: durationpb.New(60 * 24 * time.Hour)}))
 	tc, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: ns,
 		Logger: nil})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tc.Close()
 
 	// The namespace's retention is what the worker reads.
@@ -57,12 +52,10 @@ func TestRetentionKeepsBindingsForTheNamespaceRetention(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err != nil || keep != 60*24*time.Hour {
-		t.Fatalf("namespace retention %s, %v", keep, err)
-	}
-	if _, err := worker.NamespaceRetention(ctx, tc, "no-such-namespace"); err == nil {
-		t.Fatal("a missing namespace has a retention")
-	}
+	require.NoError(t, err, "namespace retention %s,", keep)
+	require.Equal(t, time.Duration(60*24*time.Hour), keep, "namespace retention %s, %v", keep, err)
+	_, err = worker.NamespaceRetention(ctx, tc, "no-such-namespace")
+	require.Error(t, err, "a missing namespace has a retention")
 
 	st := testinfra.NewStore(t)
 	now := time.Now()
@@ -70,19 +63,14 @@ func TestRetentionKeepsBindingsForTheNamespaceRetention(t *testing.T) {
 	run := store.Run{RunID: uuid.NewString(), TenantID: "t1", WorkflowKey: "wf", Revision: 1, Checksum: "c", Mode: "live",
 		Input: json.RawMessage(`{}`), InputHash: "h", Origin: execution.Origin{Kind: "api"},
 		Actor: execution.Actor{Kind: "user", Sub: "ada"}, WorkflowID: "weft-retention-test"}
-	if _, _, err := st.CreateRun(ctx, run, "key-1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{{Key: "a", Type: "run.succeeded", At: now}},
-		&execution.RunUpdate{Status: execution.StatusSucceeded}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET finished_at = $2 WHERE run_id = $1`, run.RunID, finished); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.SaveScheduleFiringInput(ctx, "t1", "sch_x", "sch_x@old", json.RawMessage(`{}`)); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err = st.CreateRun(ctx, run, "key-1")
+	require.NoError(t, err)
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{{Key: "a", Type: "run.succeeded", At: now}},
+		&execution.RunUpdate{Status: execution.StatusSucceeded}))
+	_, err = st.Pool.Exec(ctx, `UPDATE runs SET finished_at = $2 WHERE run_id = $1`, run.RunID, finished)
+	require.NoError(t, err)
+	_, err = st.SaveScheduleFiringInput(ctx, "t1", "sch_x", "sch_x@old", json.RawMessage(`{}`))
+	require.NoError(t, err)
 	r := worker.Retention{Store: st, Temporal: tc, Namespace: ns, RunDays: 30, EventDays: 30,
 		Logger: slog.New(slog.DiscardHandler)}
 
@@ -90,46 +78,40 @@ func TestRetentionKeepsBindingsForTheNamespaceRetention(t *testing.T) {
 	off := r
 	off.RunDays, off.EventDays = 0, 0
 	rep, err := off.Once(ctx, now)
-	if err != nil || rep.Runs.Runs != 0 || rep.ScheduleFirings != 0 {
-		t.Fatalf("retention off: %+v %v", rep, err)
-	}
+	require.NoError(t, err, "retention off: %+v", rep)
+	require.Equal(t, int64(0), rep.Runs.Runs, "retention off: %+v %v", rep, err)
+	require.Equal(t, int64(0), rep.ScheduleFirings, "retention off: %+v %v", rep, err)
 
 	rep, err = r.Once(ctx, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Runs.Runs != 1 || rep.Bindings != 0 || rep.NamespaceRetention != keep {
-		t.Fatalf("first pass: %+v", rep)
-	}
-	if _, err := st.GetRun(ctx, "t1", run.RunID); err == nil {
-		t.Fatal("the run is still there")
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rep.Runs.Runs, "first pass: %+v", rep)
+	require.Equal(t, int64(0), rep.Bindings, "first pass: %+v", rep)
+	require.Equal(t, keep, rep.NamespaceRetention, "first pass: %+v", rep)
+	_, err = st.GetRun(ctx, "t1", run.RunID)
+	require.Error(t, err, "the run is still there")
 	retry := run
 	retry.RunID = uuid.NewString()
-	if _, _, err := st.CreateRun(ctx, retry, "key-1"); failure.CodeOf(err) != store.CodeRunDeleted {
-		t.Fatalf("the key while its binding lasts: %v", err)
-	}
+	_, _, err = st.CreateRun(ctx, retry, "key-1")
+	require.Equal(t, store.CodeRunDeleted, failure.CodeOf(err), "the key while its binding lasts: %v", err)
 
 	// 20 days later the run closed 60 days ago: not yet past the
 	// namespace's retention plus the margin.
 	rep, err = r.Once(ctx, now.Add(20*24*time.Hour))
-	if err != nil || rep.Bindings != 0 || rep.ScheduleFirings != 1 {
-		t.Fatalf("pass within the namespace's retention: %+v %v", rep, err)
-	}
+	require.NoError(t, err, "pass within the namespace's retention: %+v", rep)
+	require.Equal(t, int64(0), rep.Bindings, "pass within the namespace's retention: %+v %v", rep, err)
+	require.Equal(t, int64(1), rep.ScheduleFirings, "pass within the namespace's retention: %+v %v", rep, err)
 	// 22 days later it closed 62 days ago: past 60 days and the margin;
 	// the binding goes and the key is free.
 	rep, err = r.Once(ctx, now.Add(22*24*time.Hour))
-	if err != nil || rep.Bindings != 1 {
-		t.Fatalf("later pass: %+v %v", rep, err)
-	}
-	if _, created, err := st.CreateRun(ctx, retry, "key-1"); err != nil || !created {
-		t.Fatalf("the key after its binding expired: %v %v", created, err)
-	}
+	require.NoError(t, err, "later pass: %+v", rep)
+	require.Equal(t, int64(1), rep.Bindings, "later pass: %+v %v", rep, err)
+	_, created, err := st.CreateRun(ctx, retry, "key-1")
+	require.NoError(t, err, "the key after its binding expired: %v", created)
+	require.True(t, created, "the key after its binding expired: %v %v", created, err)
 
 	// Without the namespace's retention no binding is ever deleted.
 	blind := r
 	blind.Namespace = "no-such-namespace"
-	if _, err := blind.Once(ctx, now.Add(400*24*time.Hour)); err == nil {
-		t.Fatal("a pass that could not read the namespace's retention reported no error")
-	}
+	_, err = blind.Once(ctx, now.Add(400*24*time.Hour))
+	require.Error(t, err, "a pass that could not read the namespace's retention reported no error")
 }

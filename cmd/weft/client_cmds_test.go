@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // cliResult is one finished `weft` invocation.
@@ -37,9 +39,7 @@ func weftCLI(t *testing.T, env []string, args ...string) cliResult {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	go func() { done <- cmd.Wait() }()
 	var err error
 	select {
@@ -63,12 +63,8 @@ func weftCLI(t *testing.T, env []string, args ...string) cliResult {
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 	return p
 }
 
@@ -135,9 +131,7 @@ var runIDPattern = regexp.MustCompile(`(?m)^run ([0-9a-f-]{36}) `)
 func runIDOf(t *testing.T, r cliResult) string {
 	t.Helper()
 	m := runIDPattern.FindStringSubmatch(r.stdout)
-	if m == nil {
-		t.Fatalf("no run id printed\n%s", r)
-	}
+	require.NotNil(t, m, "no run id printed\n%s", r)
 	return m[1]
 }
 
@@ -157,90 +151,62 @@ func TestClientVerbs(t *testing.T) {
 
 	// validate: local, the same validator; issues with codes and positions.
 	r := weftCLI(t, nil, "validate", bad)
-	if r.code != 1 {
-		t.Fatalf("validate bad: want exit 1\n%s", r)
-	}
+	require.Equal(t, 1, r.code, "validate bad: want exit 1\n%s", r)
 	for _, want := range []string{
 		bad + ":6:5 MISSING_DEPENDENCY /nodes/1/action action core.echo@7 is not in the catalog",
 		bad + ":12:22 DANGLING_EDGE /edges/1/to",
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("validate bad: output lacks %q\n%s", want, r)
-		}
+		assert.Contains(t, r.stdout, want, "validate bad: output lacks %q\n%s", want, r)
 	}
 	malformed := writeFile(t, dir, "malformed.yaml", "schemaVersion: 1\nnodes:\n  - id: a\n    kind: input\n    shell: rm -rf /\n")
 	r = weftCLI(t, nil, "validate", malformed)
-	if r.code != 1 || !strings.Contains(r.stdout, malformed+":5:5 INVALID_DOCUMENT /nodes/0/shell unknown field \"shell\"") {
-		t.Errorf("validate malformed:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stdout, malformed+":5:5 INVALID_DOCUMENT /nodes/0/shell unknown field \"shell\""), "validate malformed:\n%s", r)
 	r = weftCLI(t, nil, "validate", echo)
-	if r.code != 0 || !strings.Contains(r.stdout, "valid (3 nodes, 2 edges)") {
-		t.Fatalf("validate echo:\n%s", r)
-	}
-	if r = weftCLI(t, nil, "validate", sleep); r.code != 0 {
-		t.Fatalf("validate sleep:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "validate echo:\n%s", r)
+	require.Contains(t, r.stdout, "valid (3 nodes, 2 edges)", "validate echo:\n%s", r)
+	r = weftCLI(t, nil, "validate", sleep)
+	require.Equal(t, 0, r.code, "validate sleep:\n%s", r)
 
 	// Server verbs need a token.
 	r = weftCLI(t, []string{"WEFT_URL=" + d.apiURL, "WEFT_TOKEN="}, "runs")
-	if r.code == 0 || !strings.Contains(r.stderr, "WEFT_TOKEN") {
-		t.Errorf("runs without a token:\n%s", r)
-	}
+	assert.False(t, r.code == 0 || !strings.Contains(r.stderr, "WEFT_TOKEN"), "runs without a token:\n%s", r)
 
 	// push creates the workflow, then saves new drafts.
 	r = weftCLI(t, env, "push", echo, "--key", "echo")
-	if r.code != 0 || !strings.Contains(r.stdout, "pushed echo: draft revision 1") {
-		t.Fatalf("push echo:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "push echo:\n%s", r)
+	require.Contains(t, r.stdout, "pushed echo: draft revision 1", "push echo:\n%s", r)
 	r = weftCLI(t, env, "push", echo, "--key", "echo")
-	if r.code != 0 || !strings.Contains(r.stdout, "pushed echo: draft revision 2") {
-		t.Fatalf("push echo again:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "push echo again:\n%s", r)
+	require.Contains(t, r.stdout, "pushed echo: draft revision 2", "push echo again:\n%s", r)
 
 	// publish: the latest draft.
 	r = weftCLI(t, env, "publish", "echo")
-	if r.code != 0 || !strings.Contains(r.stdout, "published echo revision 1 from draft 2") {
-		t.Fatalf("publish echo:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "publish echo:\n%s", r)
+	require.Contains(t, r.stdout, "published echo revision 1 from draft 2", "publish echo:\n%s", r)
 	r = weftCLI(t, env, "publish", "echo", "--draft", "2")
-	if r.code != 0 || !strings.Contains(r.stdout, "already holds this content") {
-		t.Errorf("publish echo again:\n%s", r)
-	}
+	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, "already holds this content"), "publish echo again:\n%s", r)
 	// --draft names the latest draft or says what it can do instead.
 	r = weftCLI(t, env, "publish", "echo", "--draft", "1")
-	if r.code != 1 || !strings.Contains(r.stderr, "only the latest draft (2) can be published") {
-		t.Errorf("publish an older draft:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "only the latest draft (2) can be published"), "publish an older draft:\n%s", r)
 	r = weftCLI(t, env, "publish", "echo", "--draft", "9")
-	if r.code != 1 || !strings.Contains(r.stderr, "echo has no draft 9; its latest draft is 2") {
-		t.Errorf("publish a draft that does not exist:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "echo has no draft 9; its latest draft is 2"), "publish a draft that does not exist:\n%s", r)
 	// An empty list says so.
 	r = weftCLI(t, env, "runs", "--key", "nothing-here")
-	if r.code != 0 || strings.TrimSpace(r.stdout) != "no runs match" {
-		t.Errorf("runs of no workflow:\n%s", r)
-	}
+	assert.False(t, r.code != 0 || strings.TrimSpace(r.stdout) != "no runs match", "runs of no workflow:\n%s", r)
 	// An API that does not answer is named, with the variable that sets it.
 	r = weftCLI(t, []string{"WEFT_URL=http://127.0.0.1:1", "WEFT_TOKEN=" + d.token}, "runs")
-	if r.code != 1 || !strings.Contains(r.stderr, "cannot reach the weft API at http://127.0.0.1:1") || !strings.Contains(r.stderr, "WEFT_URL") {
-		t.Errorf("unreachable API:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "cannot reach the weft API at http://127.0.0.1:1") || !strings.Contains(r.stderr, "WEFT_URL"), "unreachable API:\n%s", r)
 
 	// A draft may hold issues; publishing it fails with every issue.
-	if r = weftCLI(t, env, "push", bad, "--key", "bad"); r.code != 0 {
-		t.Fatalf("push bad:\n%s", r)
-	}
+	r = weftCLI(t, env, "push", bad, "--key", "bad")
+	require.Equal(t, 0, r.code, "push bad:\n%s", r)
 	r = weftCLI(t, env, "publish", "bad")
-	if r.code != 1 || !strings.Contains(r.stdout, "MISSING_DEPENDENCY /nodes/1/action") ||
-		!strings.Contains(r.stdout, "DANGLING_EDGE /edges/1/to") || !strings.Contains(r.stderr, "INVALID_GRAPH") {
-		t.Errorf("publish bad:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stdout, "MISSING_DEPENDENCY /nodes/1/action") ||
+		!strings.Contains(r.stdout, "DANGLING_EDGE /edges/1/to") || !strings.Contains(r.stderr, "INVALID_GRAPH"), "publish bad:\n%s", r)
 
 	// run --wait: the run id, the Web UI link, a line per event, exit 0.
 	r = weftCLI(t, env, "run", "echo", "--input", `{"msg":"hi"}`, "--wait")
-	if r.code != 0 {
-		t.Fatalf("run echo --wait:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "run echo --wait:\n%s", r)
 	echoRun := runIDOf(t, r)
 	t.Logf("weft run echo --wait:\n%s", r.stdout)
 	for _, want := range []string{
@@ -248,108 +214,73 @@ func TestClientVerbs(t *testing.T) {
 		"run.started", "node.started", "echo", "node.completed", "edge.taken", "[3/3]", "run.succeeded",
 		"run " + echoRun + ` succeeded in `, `output {"msg":"hi"}`,
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("run echo --wait: output lacks %q\n%s", want, r)
-		}
+		assert.Contains(t, r.stdout, want, "run echo --wait: output lacks %q\n%s", want, r)
 	}
 
 	// The same idempotency key starts the same run.
 	r1 := weftCLI(t, env, "run", "echo", "--input", `{"n":1}`, "--idempotency-key", "k-1", "-q")
 	r2 := weftCLI(t, env, "run", "echo", "--input", `{"n":1}`, "--idempotency-key", "k-1", "-q")
-	if r1.code != 0 || r2.code != 0 || strings.TrimSpace(r1.stdout) != strings.TrimSpace(r2.stdout) || len(strings.TrimSpace(r1.stdout)) != 36 {
-		t.Errorf("idempotent run:\n%s\n%s", r1, r2)
-	}
+	assert.False(t, r1.code != 0 || r2.code != 0 || strings.TrimSpace(r1.stdout) != strings.TrimSpace(r2.stdout) || len(strings.TrimSpace(r1.stdout)) != 36, "idempotent run:\n%s\n%s", r1, r2)
 	r = weftCLI(t, env, "run", "echo", "--input", `{"n":2}`, "--idempotency-key", "k-1")
-	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, `details: {`) ||
-		!strings.Contains(r.stderr, `"runId": "`) {
-		t.Errorf("same key, other input (the refusal's details printed):\n%s", r)
-	}
-	if r = weftCLI(t, env, "run", "echo", "--input", `{nope`); r.code != 1 || !strings.Contains(r.stderr, "--input is not valid JSON") {
-		t.Errorf("bad input:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, `details: {`) ||
+		!strings.Contains(r.stderr, `"runId": "`), "same key, other input (the refusal's details printed):\n%s", r)
+	r = weftCLI(t, env, "run", "echo", "--input", `{nope`)
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "--input is not valid JSON"), "bad input:\n%s", r)
 	// Tool grants are shown and bound with the key: --no-tools is another request.
 	r = weftCLI(t, env, "run", "echo", "--input", `{"n":3}`, "--idempotency-key", "k-g", "--tool-grant", "core.echo@1", "--tool-grant", "core.sleep@1")
-	if r.code != 0 || !strings.Contains(r.stdout, "tool grants: core.echo@1, core.sleep@1") {
-		t.Errorf("run --tool-grant:\n%s", r)
-	}
+	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, "tool grants: core.echo@1, core.sleep@1"), "run --tool-grant:\n%s", r)
 	r = weftCLI(t, env, "run", "echo", "--input", `{"n":3}`, "--idempotency-key", "k-g", "--no-tools")
-	if r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, "toolGrants") {
-		t.Errorf("same key, no tools:\n%s", r)
-	}
-	if r = weftCLI(t, env, "run", "echo", "--tool-grant", "core.echo"); r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") {
-		t.Errorf("malformed grant:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "IDEMPOTENCY_CONFLICT") || !strings.Contains(r.stderr, "toolGrants"), "same key, no tools:\n%s", r)
+	r = weftCLI(t, env, "run", "echo", "--tool-grant", "core.echo")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST"), "malformed grant:\n%s", r)
 
 	// A failing run: --wait exits 1.
 	weftCLI(t, env, "push", fail, "--key", "fail")
-	if r = weftCLI(t, env, "publish", "fail"); r.code != 0 {
-		t.Fatalf("publish fail:\n%s", r)
-	}
+	r = weftCLI(t, env, "publish", "fail")
+	require.Equal(t, 0, r.code, "publish fail:\n%s", r)
 	r = weftCLI(t, env, "run", "fail", "--wait")
-	if r.code != 1 || !strings.Contains(r.stdout, "node.attempt.failed") || !strings.Contains(r.stdout, " failed in ") ||
-		!strings.Contains(r.stdout, "NODE_FAILED") {
-		t.Errorf("run fail --wait: want exit 1 and the failure\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stdout, "node.attempt.failed") || !strings.Contains(r.stdout, " failed in ") ||
+		!strings.Contains(r.stdout, "NODE_FAILED"), "run fail --wait: want exit 1 and the failure\n%s", r)
 
 	// runs: filtered by key and status.
 	r = weftCLI(t, env, "runs", "--key", "echo", "--status", "succeeded")
-	if r.code != 0 || !strings.Contains(r.stdout, echoRun) || !strings.Contains(r.stdout, "RUN ID") {
-		t.Errorf("runs --key echo:\n%s", r)
-	}
-	if r = weftCLI(t, env, "runs", "--key", "fail"); r.code != 0 || strings.Contains(r.stdout, echoRun) || !strings.Contains(r.stdout, "failed") {
-		t.Errorf("runs --key fail:\n%s", r)
-	}
-	if r = weftCLI(t, env, "runs", "--status", "sideways"); r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST") {
-		t.Errorf("runs bad status:\n%s", r)
-	}
+	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, echoRun) || !strings.Contains(r.stdout, "RUN ID"), "runs --key echo:\n%s", r)
+	r = weftCLI(t, env, "runs", "--key", "fail")
+	assert.False(t, r.code != 0 || strings.Contains(r.stdout, echoRun) || !strings.Contains(r.stdout, "failed"), "runs --key fail:\n%s", r)
+	r = weftCLI(t, env, "runs", "--status", "sideways")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "INVALID_REQUEST"), "runs bad status:\n%s", r)
 
 	// events: the whole log in order.
 	r = weftCLI(t, env, "events", echoRun)
-	if r.code != 0 {
-		t.Fatalf("events:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "events:\n%s", r)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) < 5 || !strings.Contains(lines[0], "run.started") || !strings.Contains(lines[len(lines)-1], "run.succeeded") ||
-		!strings.HasPrefix(strings.TrimSpace(lines[0]), "1 ") {
-		t.Errorf("events:\n%s", r)
-	}
-	if r = weftCLI(t, env, "events", "--json", echoRun); r.code != 0 || !strings.Contains(r.stdout, `"type":"run.started"`) {
-		t.Errorf("events --json:\n%s", r)
-	}
-	if r = weftCLI(t, env, "events", "00000000-0000-0000-0000-000000000000"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
-		t.Errorf("events of no run:\n%s", r)
-	}
+	assert.False(t, len(lines) < 5 || !strings.Contains(lines[0], "run.started") || !strings.Contains(lines[len(lines)-1], "run.succeeded") ||
+		!strings.HasPrefix(strings.TrimSpace(lines[0]), "1 "), "events:\n%s", r)
+	r = weftCLI(t, env, "events", "--json", echoRun)
+	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, `"type":"run.started"`), "events --json:\n%s", r)
+	r = weftCLI(t, env, "events", "00000000-0000-0000-0000-000000000000")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND"), "events of no run:\n%s", r)
 
 	// verify: the chain is intact; an edited event breaks it at its seq.
 	r = weftCLI(t, env, "verify", echoRun)
-	if r.code != 0 || !strings.Contains(r.stdout, "run "+echoRun+": event chain intact (") {
-		t.Fatalf("verify:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "verify:\n%s", r)
+	require.Contains(t, r.stdout, "run "+echoRun+": event chain intact (", "verify:\n%s", r)
 	conn, err := pgx.Connect(context.Background(), d.dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(context.Background(), `UPDATE run_events SET data = '{"edited": true}' WHERE run_id = $1 AND seq = 2`, echoRun); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = conn.Exec(context.Background(), `UPDATE run_events SET data = '{"edited": true}' WHERE run_id = $1 AND seq = 2`, echoRun)
+	require.NoError(t, err)
 	_ = conn.Close(context.Background())
 	r = weftCLI(t, env, "verify", echoRun)
-	if r.code != 1 || !strings.Contains(r.stdout, "event chain BROKEN at seq 2 of ") || !strings.Contains(r.stdout, "does not match its hash") {
-		t.Errorf("verify an edited chain:\n%s", r)
-	}
-	if r = weftCLI(t, env, "verify", "00000000-0000-0000-0000-000000000000"); r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
-		t.Errorf("verify no run:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stdout, "event chain BROKEN at seq 2 of ") || !strings.Contains(r.stdout, "does not match its hash"), "verify an edited chain:\n%s", r)
+	r = weftCLI(t, env, "verify", "00000000-0000-0000-0000-000000000000")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "NOT_FOUND"), "verify no run:\n%s", r)
 
 	// cancel: a long core.sleep run ends cancelled.
-	if r = weftCLI(t, env, "push", sleep, "--key", "sleepy"); r.code != 0 {
-		t.Fatalf("push sleep:\n%s", r)
-	}
+	r = weftCLI(t, env, "push", sleep, "--key", "sleepy")
+	require.Equal(t, 0, r.code, "push sleep:\n%s", r)
 	weftCLI(t, env, "publish", "sleepy")
 	r = weftCLI(t, env, "run", "sleepy", "--input", `{"ms":120000}`)
-	if r.code != 0 {
-		t.Fatalf("run sleepy:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "run sleepy:\n%s", r)
 	sleepRun := runIDOf(t, r)
 	waitFor(t, "the sleep node to start", 30*time.Second, func() bool {
 		return strings.Contains(weftCLI(t, env, "events", sleepRun).stdout, "node.started")
@@ -359,61 +290,46 @@ func TestClientVerbs(t *testing.T) {
 	followed := make(chan cliResult, 1)
 	go func() { followed <- weftCLI(t, env, "events", "--follow", sleepRun) }()
 	r = weftCLI(t, env, "cancel", sleepRun, "--wait")
-	if r.code != 0 || !strings.Contains(r.stdout, "cancel requested: run "+sleepRun) || !strings.Contains(r.stdout, "run "+sleepRun+" cancelled") {
-		t.Fatalf("cancel --wait:\n%s", r)
-	}
-	if f := <-followed; f.code != 0 || !strings.Contains(f.stdout, "run.cancel.requested") || !strings.Contains(lastLine(f.stdout), "run.cancelled") {
-		t.Errorf("events --follow of the cancelled run:\n%s", f)
-	}
+	require.Equal(t, 0, r.code, "cancel --wait:\n%s", r)
+	require.Contains(t, r.stdout, "cancel requested: run "+sleepRun, "cancel --wait:\n%s", r)
+	require.Contains(t, r.stdout, "run "+sleepRun+" cancelled", "cancel --wait:\n%s", r)
+	f := <-followed
+	assert.False(t, f.code != 0 || !strings.Contains(f.stdout, "run.cancel.requested") || !strings.Contains(lastLine(f.stdout), "run.cancelled"), "events --follow of the cancelled run:\n%s", f)
 	r = weftCLI(t, env, "events", sleepRun)
-	if !strings.Contains(r.stdout, "run.cancel.requested") || !strings.Contains(r.stdout, "run.cancelled") {
-		t.Errorf("events of the cancelled run:\n%s", r)
-	}
-	if r = weftCLI(t, env, "cancel", sleepRun); r.code != 1 || !strings.Contains(r.stderr, "RUN_NOT_ACTIVE") {
-		t.Errorf("cancel again:\n%s", r)
-	}
-	if r = weftCLI(t, env, "runs", "--status", "cancelled"); !strings.Contains(r.stdout, sleepRun) {
-		t.Errorf("runs --status cancelled:\n%s", r)
-	}
+	assert.False(t, !strings.Contains(r.stdout, "run.cancel.requested") || !strings.Contains(r.stdout, "run.cancelled"), "events of the cancelled run:\n%s", r)
+	r = weftCLI(t, env, "cancel", sleepRun)
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "RUN_NOT_ACTIVE"), "cancel again:\n%s", r)
+	r = weftCLI(t, env, "runs", "--status", "cancelled")
+	assert.Contains(t, r.stdout, sleepRun, "runs --status cancelled:\n%s", r)
 
 	// approve, reject, approvals: a run waiting for a decision.
 	gated := writeFile(t, dir, "gated.yaml", gatedYAML)
-	if r = weftCLI(t, env, "push", gated, "--key", "gated"); r.code != 0 {
-		t.Fatalf("push gated:\n%s", r)
-	}
+	r = weftCLI(t, env, "push", gated, "--key", "gated")
+	require.Equal(t, 0, r.code, "push gated:\n%s", r)
 	weftCLI(t, env, "publish", "gated")
 	var gatedRuns []string
 	for range 2 {
 		r = weftCLI(t, env, "run", "gated", "--input", `{"n":1}`)
-		if r.code != 0 {
-			t.Fatalf("run gated:\n%s", r)
-		}
+		require.Equal(t, 0, r.code, "run gated:\n%s", r)
 		gatedRuns = append(gatedRuns, runIDOf(t, r))
 	}
 	waitFor(t, "both runs to wait for a decision", 30*time.Second, func() bool {
 		r := weftCLI(t, env, "approvals", "--status", "pending")
 		return strings.Contains(r.stdout, gatedRuns[0]) && strings.Contains(r.stdout, gatedRuns[1])
 	})
-	if r = weftCLI(t, env, "approvals", "--status", "pending"); !strings.Contains(r.stdout, "approval node") {
-		t.Errorf("approvals --status pending:\n%s", r)
-	}
+	r = weftCLI(t, env, "approvals", "--status", "pending")
+	assert.Contains(t, r.stdout, "approval node", "approvals --status pending:\n%s", r)
 	r = weftCLI(t, env, "approve", gatedRuns[0], "ok", "--comment", "looks right")
-	if r.code != 0 || !strings.Contains(r.stdout, "run "+gatedRuns[0]+" node ok: request 1 approved") {
-		t.Fatalf("approve:\n%s", r)
-	}
-	if r = weftCLI(t, env, "reject", gatedRuns[0], "ok"); r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_ALREADY_DECIDED") {
-		t.Errorf("reject after approve:\n%s", r)
-	}
-	if r = weftCLI(t, env, "reject", gatedRuns[1], "ok"); r.code != 0 || !strings.Contains(r.stdout, "request 1 rejected") {
-		t.Errorf("reject:\n%s", r)
-	}
-	if r = weftCLI(t, env, "approve", gatedRuns[1], "in"); r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_NOT_WAITING") {
-		t.Errorf("approve a node that never waits:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "approve:\n%s", r)
+	require.Contains(t, r.stdout, "run "+gatedRuns[0]+" node ok: request 1 approved", "approve:\n%s", r)
+	r = weftCLI(t, env, "reject", gatedRuns[0], "ok")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_ALREADY_DECIDED"), "reject after approve:\n%s", r)
+	r = weftCLI(t, env, "reject", gatedRuns[1], "ok")
+	assert.False(t, r.code != 0 || !strings.Contains(r.stdout, "request 1 rejected"), "reject:\n%s", r)
+	r = weftCLI(t, env, "approve", gatedRuns[1], "in")
+	assert.False(t, r.code != 1 || !strings.Contains(r.stderr, "APPROVAL_NOT_WAITING"), "approve a node that never waits:\n%s", r)
 	r = weftCLI(t, env, "approvals", "--run", gatedRuns[0])
-	if !strings.Contains(r.stdout, "approved") || !strings.Contains(r.stdout, "dev-user") {
-		t.Errorf("approvals --run:\n%s", r)
-	}
+	assert.False(t, !strings.Contains(r.stdout, "approved") || !strings.Contains(r.stdout, "dev-user"), "approvals --run:\n%s", r)
 }
 
 // gatedYAML waits up to an hour for a decision.

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/devserver"
@@ -79,9 +81,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
+		require.False(t, time.Now().After(deadline), "timed out after %s waiting for %s", timeout, what)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
@@ -91,22 +91,18 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 func freshDatabaseURL(t *testing.T) string {
 	t.Helper()
 	admin, err := pgx.ParseConfig(testinfra.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "weft_devtest_" + hex.EncodeToString(b)
 	ctx := context.Background()
 	conn, err := pgx.ConnectConfig(ctx, admin)
-	if err != nil {
-		t.Fatalf("PostgreSQL is required: %v", err)
-	}
+	require.NoError(t, err, "PostgreSQL is required")
 	defer conn.Close(ctx)
 	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil || exists {
-		t.Fatalf("database %s: exists=%v err=%v", name, exists, err)
-	}
+	err = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists)
+	require.NoError(t, err, "database %s: exists=%v err", name, exists)
+	require.False(t, exists, "database %s: exists=%v err=%v", name, exists, err)
 	t.Cleanup(func() {
 		c, err := pgx.ConnectConfig(context.Background(), admin)
 		if err != nil {
@@ -180,12 +176,9 @@ func startDev(t *testing.T) *devInstance {
 		t.Fatal("weft dev printed no token within 3 minutes")
 	}
 	b, err := os.ReadFile(devserver.PIDFile(d.dataDir))
-	if err != nil {
-		t.Fatalf("dev server pid file: %v", err)
-	}
-	if d.devPID, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "dev server pid file")
+	d.devPID, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
 	return d
 }
 
@@ -221,9 +214,7 @@ func (d *devInstance) dump() {
 func (d *devInstance) get(path, token string) int {
 	d.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, d.apiURL+path, nil)
-	if err != nil {
-		d.t.Fatal(err)
-	}
+	require.NoError(d.t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -256,91 +247,62 @@ func TestDev(t *testing.T) {
 			fmt.Sprintf("http://localhost:%d", d.httpPort),
 			"curl -H \"Authorization: Bearer $WEFT_TOKEN\"",
 		} {
-			if !strings.Contains(out, want) {
-				t.Errorf("banner lacks %q:\n%s", want, out)
-			}
+			assert.Contains(t, out, want, "banner lacks %q:\n%s", want, out)
 		}
 		// The Web UI answers.
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", d.uiPort))
-		if err != nil {
-			t.Fatalf("web ui: %v", err)
-		}
+		require.NoError(t, err, "web ui")
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("web ui status %d", resp.StatusCode)
-		}
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "web ui status %d", resp.StatusCode)
 		// The printed token authenticates; a missing or forged one does not.
-		if code := d.get("/v1/workflows", ""); code != http.StatusUnauthorized {
-			t.Errorf("no token: %d, want 401", code)
-		}
-		if code := d.get("/v1/workflows", d.token+"x"); code != http.StatusUnauthorized {
-			t.Errorf("forged token: %d, want 401", code)
-		}
-		if code := d.get("/v1/workflows", d.token); code != http.StatusOK {
-			t.Errorf("GET /v1/workflows with the dev token: %d, want 200", code)
-		}
+		code := d.get("/v1/workflows", "")
+		assert.Equal(t, http.StatusUnauthorized, code, "no token: %d, want 401", code)
+		code = d.get("/v1/workflows", d.token+"x")
+		assert.Equal(t, http.StatusUnauthorized, code, "forged token: %d, want 401", code)
+		code = d.get("/v1/workflows", d.token)
+		assert.Equal(t, http.StatusOK, code, "GET /v1/workflows with the dev token: %d, want 200", code)
 	}
 	// Each instance has its own secret in its data dir.
-	if code := a.get("/v1/workflows", b.token); code != http.StatusUnauthorized {
-		t.Errorf("b's token on a: %d, want 401", code)
-	}
+	code := a.get("/v1/workflows", b.token)
+	assert.Equal(t, http.StatusUnauthorized, code, "b's token on a: %d, want 401", code)
 
 	// `weft token` signs with the same secret weft dev generated.
 	tok := runWeft(t, []string{"WEFT_DATA_DIR=" + a.dataDir, "WEFT_JWT_SECRET="},
 		"token", "--tenant", "acme", "--sub", "alice", "--scope", auth.ScopeWorkflowsRead,
 		"--name", "Alice", "--email", "alice@example.com", "--tenant-name", "Acme Corp")
-	if code := a.get("/v1/workflows", tok); code != http.StatusOK {
-		t.Errorf("GET /v1/workflows with a `weft token` token: %d, want 200", code)
-	}
+	code = a.get("/v1/workflows", tok)
+	assert.Equal(t, http.StatusOK, code, "GET /v1/workflows with a `weft token` token: %d, want 200", code)
 	secret, err := os.ReadFile(filepath.Join(a.dataDir, "jwt-secret"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	keys, err := auth.NewKeys(strings.TrimSpace(string(secret)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p, err := keys.Verify(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Tenant != "acme" || p.Sub != "alice" || p.Name != "Alice" || p.Email != "alice@example.com" || p.TenantName != "Acme Corp" ||
-		len(p.Scopes) != 1 || p.Scopes[0] != auth.ScopeWorkflowsRead {
-		t.Errorf("claims = %+v", p)
-	}
+	require.NoError(t, err)
+	assert.False(t, p.Tenant != "acme" || p.Sub != "alice" || p.Name != "Alice" || p.Email != "alice@example.com" || p.TenantName != "Acme Corp" ||
+		len(p.Scopes) != 1 || p.Scopes[0] != auth.ScopeWorkflowsRead, "claims = %+v", p)
 
 	// SIGTERM: an orderly stop, exit 0, dev server gone, ports released.
-	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case <-a.exited:
-		if a.exitErr != nil {
-			t.Errorf("weft dev after SIGTERM: %v", a.exitErr)
-		}
+		assert.NoError(t, a.exitErr, "weft dev after SIGTERM")
 	case <-time.After(60 * time.Second):
 		t.Fatal("weft dev did not exit within 60 s of SIGTERM")
 	}
 	waitFor(t, "a's dev server to exit", 5*time.Second, func() bool { return processGone(a.devPID) })
 	for _, port := range []int{a.httpPort, a.tempPort, a.uiPort} {
-		if !portFree(port) {
-			t.Errorf("port %d still in use after SIGTERM", port)
-		}
+		assert.True(t, portFree(port), "port %d still in use after SIGTERM", port)
 	}
-	if _, err := os.Stat(devserver.PIDFile(a.dataDir)); !os.IsNotExist(err) {
-		t.Errorf("pid file left behind: %v", err)
-	}
+	_, err = os.Stat(devserver.PIDFile(a.dataDir))
+	assert.True(t, os.IsNotExist(err), "pid file left behind: %v", err)
 
 	// b was untouched by a's shutdown.
-	if code := b.get("/readyz", ""); code != http.StatusOK {
-		t.Errorf("b /readyz after a stopped: %d", code)
-	}
+	code = b.get("/readyz", "")
+	assert.Equal(t, http.StatusOK, code, "b /readyz after a stopped: %d", code)
 
 	// SIGKILL: weft gets no chance to clean up; the kernel's parent death
 	// signal still takes the dev server down.
-	if err := b.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.cmd.Process.Kill())
 	<-b.exited
 	waitFor(t, "b's dev server to die with its parent", 10*time.Second, func() bool { return processGone(b.devPID) })
 	waitFor(t, "b's temporal port to be released", 10*time.Second, func() bool { return portFree(b.tempPort) })
@@ -353,26 +315,20 @@ func TestDevRestartKeepsState(t *testing.T) {
 	a := startDev(t)
 	a.waitReady()
 	first := a.token
-	if err := a.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGINT))
 	select {
 	case <-a.exited:
-		if a.exitErr != nil {
-			t.Fatalf("weft dev after SIGINT: %v", a.exitErr)
-		}
+		require.NoError(t, a.exitErr, "weft dev after SIGINT")
 	case <-time.After(60 * time.Second):
 		t.Fatal("weft dev did not exit within 60 s of SIGINT")
 	}
-	if _, err := os.Stat(devserver.DBFile(a.dataDir)); err != nil {
-		t.Fatalf("SQLite file: %v", err)
-	}
+	_, err := os.Stat(devserver.DBFile(a.dataDir))
+	require.NoError(t, err, "SQLite file")
 
 	restarted := restartDev(t, a)
 	restarted.waitReady()
-	if code := restarted.get("/v1/workflows", first); code != http.StatusOK {
-		t.Errorf("token from the first start: %d, want 200 after restart", code)
-	}
+	code := restarted.get("/v1/workflows", first)
+	assert.Equal(t, http.StatusOK, code, "token from the first start: %d, want 200 after restart", code)
 }
 
 // restartDev starts weft dev again with a's data dir, ports and database.
@@ -394,19 +350,14 @@ func (d *devInstance) launch(env []string, wire func(*exec.Cmd) error) {
 	t := d.t
 	t.Helper()
 	var err error
-	if d.stderr, err = os.Create(filepath.Join(t.TempDir(), "stderr.log")); err != nil {
-		t.Fatal(err)
-	}
+	d.stderr, err = os.Create(filepath.Join(t.TempDir(), "stderr.log"))
+	require.NoError(t, err)
 	d.cmd = exec.Command(weftBin, "dev")
 	d.cmd.Dir = testinfra.RepoRoot()
 	d.cmd.Env = env
 	d.cmd.Stderr = d.stderr
-	if err := wire(d.cmd); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, wire(d.cmd))
+	require.NoError(t, d.cmd.Start())
 	go func() {
 		d.exitErr = d.cmd.Wait()
 		close(d.exited)
@@ -428,14 +379,10 @@ func (d *devInstance) launch(env []string, wire func(*exec.Cmd) error) {
 func TestDevExitsWhenDevServerDies(t *testing.T) {
 	d := startDev(t)
 	d.waitReady()
-	if err := syscall.Kill(d.devPID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Kill(d.devPID, syscall.SIGKILL))
 	select {
 	case <-d.exited:
-		if d.exitErr == nil {
-			t.Fatal("weft dev exited 0 after its dev server died")
-		}
+		require.Error(t, d.exitErr, "weft dev exited 0 after its dev server died")
 	case <-time.After(60 * time.Second):
 		t.Fatal("weft dev still running 60 s after its dev server died")
 	}
@@ -449,9 +396,7 @@ func runWeft(t *testing.T, env []string, args ...string) string {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("weft %v: %v\n%s", args, err, stderr.String())
-	}
+	require.NoError(t, err, "weft %v: %v\n%s", args, err, stderr.String())
 	return strings.TrimSpace(string(out))
 }
 
@@ -460,16 +405,10 @@ func TestTokenCommand(t *testing.T) {
 	env := []string{"WEFT_JWT_SECRET=" + secret, "WEFT_DATA_DIR=" + t.TempDir()}
 	tok := runWeft(t, env, "token", "--tenant", "t1", "--sub", "svc", "--scope", "runs.read,runs.execute", "--scope", "workflows.read", "--ttl", "2h")
 	keys, err := auth.NewKeys(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p, err := keys.Verify(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Tenant != "t1" || p.Sub != "svc" || strings.Join(p.Scopes, " ") != "runs.read runs.execute workflows.read" {
-		t.Errorf("claims = %+v", p)
-	}
+	require.NoError(t, err)
+	assert.False(t, p.Tenant != "t1" || p.Sub != "svc" || strings.Join(p.Scopes, " ") != "runs.read runs.execute workflows.read", "claims = %+v", p)
 
 	for _, args := range [][]string{
 		{"token", "--sub", "s"},                                  // no tenant
@@ -478,9 +417,8 @@ func TestTokenCommand(t *testing.T) {
 	} {
 		cmd := exec.Command(weftBin, args...)
 		cmd.Env = append(os.Environ(), env...)
-		if out, err := cmd.CombinedOutput(); err == nil {
-			t.Errorf("weft %v succeeded: %s", args, out)
-		}
+		out, err := cmd.CombinedOutput()
+		assert.Error(t, err, "weft %v succeeded: %s", args, out)
 	}
 }
 
@@ -489,9 +427,7 @@ func TestTokenCommand(t *testing.T) {
 func TestDevRefusesABusyAPIPortAtOnce(t *testing.T) {
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	addr := l.Addr().String()
 	d := &devInstance{t: t, dataDir: t.TempDir(), exited: make(chan struct{})}
@@ -512,19 +448,13 @@ func TestDevRefusesABusyAPIPortAtOnce(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("weft dev still running 30 s after its API port was found busy")
 	}
-	if d.exitErr == nil {
-		t.Fatal("weft dev exited 0 on a busy API port")
-	}
+	require.Error(t, d.exitErr, "weft dev exited 0 on a busy API port")
 	logs, err := os.ReadFile(d.stderr.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "dev: listen on " + addr + " (WEFT_HTTP_ADDR)"; !strings.Contains(string(logs), want) || !strings.Contains(string(logs), "address already in use") {
-		t.Errorf("stderr lacks %q and the cause:\n%s", want, logs)
-	}
+	require.NoError(t, err)
+	want := "dev: listen on " + addr + " (WEFT_HTTP_ADDR)"
+	assert.False(t, !strings.Contains(string(logs), want) || !strings.Contains(string(logs), "address already in use"), "stderr lacks %q and the cause:\n%s", want, logs)
 	for _, f := range []string{devserver.PIDFile(d.dataDir), devserver.DBFile(d.dataDir)} {
-		if _, err := os.Stat(f); !os.IsNotExist(err) {
-			t.Errorf("%s exists (err %v): a dev server was started", f, err)
-		}
+		_, err = os.Stat(f)
+		assert.True(t, os.IsNotExist(err), "%s exists (err %v): a dev server was started", f, err)
 	}
 }

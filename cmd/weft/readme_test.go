@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/internal/testinfra"
 )
 
@@ -89,27 +91,22 @@ func TestReadmeBlocksParse(t *testing.T) {
 	md := "# x\n\n```sh\necho one\n```\n\n<!-- readme-test: skip (needs Docker) -->\n- item:\n\n  ```sh\n  docker compose up\n  ```\n\n```json\n{}\n```\n"
 	// The marker sits right before its block: a list item's text between
 	// them is refused.
-	if _, err := readmeBlocks(md); err == nil || !strings.Contains(err.Error(), "not followed by a shell block") {
-		t.Fatalf("a marker separated from its block: %v", err)
-	}
+	_, err := readmeBlocks(md)
+	require.Error(t, err, "a marker separated from its block: %v", err)
+	require.Contains(t, err.Error(), "not followed by a shell block", "a marker separated from its block: %v", err)
 	md = "```sh\necho one\n```\n\n<!-- readme-test: skip (needs Docker) -->\n  ```sh\n  docker compose up\n  ```\n```json\n{}\n```\n"
 	blocks, err := readmeBlocks(md)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []readmeBlock{{line: 1, text: "echo one"}, {line: 6, text: "docker compose up", skip: "needs Docker"}}
-	if fmt.Sprint(blocks) != fmt.Sprint(want) {
-		t.Fatalf("got %+v, want %+v", blocks, want)
-	}
+	require.Equal(t, fmt.Sprint(want), fmt.Sprint(blocks), "got %+v, want %+v", blocks, want)
 	for _, bad := range []string{
 		"<!-- readme-test: skip -->\n```sh\nx\n```\n",
 		"<!-- readme-test: skip () -->\n```sh\nx\n```\n",
 		"<!-- readme-test: skip (why) -->\n```json\n{}\n```\n",
 		"```sh\nnever closed\n",
 	} {
-		if _, err := readmeBlocks(bad); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
+		_, err = readmeBlocks(bad)
+		assert.Error(t, err, "accepted %q", bad)
 	}
 }
 
@@ -124,13 +121,9 @@ func TestReadmeBlocksParse(t *testing.T) {
 func TestREADME(t *testing.T) {
 	root := testinfra.RepoRoot()
 	md, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	blocks, err := readmeBlocks(string(md))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var script strings.Builder
 	script.WriteString("set -eo pipefail\ntrap 'rc=$?; echo \"README.md:$README_LINE: the block failed (exit $rc) at: $BASH_COMMAND\" >&2' ERR\n")
 	ran := 0
@@ -141,14 +134,11 @@ func TestREADME(t *testing.T) {
 		ran++
 		fmt.Fprintf(&script, "README_LINE=%d\necho \"=== README.md:%d\"\n%s\n", b.line, b.line, b.text)
 	}
-	if ran == 0 {
-		t.Fatal("README.md has no shell block to run")
-	}
+	require.NotEqual(t, 0, ran, "README.md has no shell block to run")
 
 	for _, tool := range []string{"bash", "curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the README's shell blocks need %s: apt-get install %s", tool, tool)
-		}
+		_, err = exec.LookPath(tool)
+		require.NoError(t, err, "the README's shell blocks need %s: apt-get install %s", tool, tool)
 	}
 	d := startDev(t)
 	d.waitReady()
@@ -157,12 +147,8 @@ func TestREADME(t *testing.T) {
 	for name, target := range map[string]string{
 		"bin/weft": weftBin, "bin/temporal": testinfra.TemporalBinary(), "weft-dev.log": d.stderr.Name(),
 	} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(work, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, filepath.Join(work, name)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(work, name)), 0o755))
+		require.NoError(t, os.Symlink(target, filepath.Join(work, name)))
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -231,7 +217,5 @@ func copyTree(t *testing.T, src, dst string) {
 		}
 		return os.WriteFile(to, b, 0o644)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }

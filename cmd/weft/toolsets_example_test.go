@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/store"
@@ -20,17 +22,13 @@ import (
 func apiCall(t *testing.T, d *devInstance, token, method, path string, body []byte) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(method, d.apiURL+path, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer res.Body.Close()
 	data, _ := io.ReadAll(res.Body)
 	var v map[string]any
@@ -57,9 +55,7 @@ func copyDir(t *testing.T, src, dst string) {
 		}
 		return os.WriteFile(target, b, 0o644)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // createExampleAgents creates the example's agents (examples/toolsets/agents).
@@ -67,12 +63,9 @@ func createExampleAgents(t *testing.T, d *devInstance, project string) {
 	t.Helper()
 	for _, name := range []string{"triage", "reporter"} {
 		body, err := os.ReadFile(filepath.Join(project, "agents", name+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if code, v := apiCall(t, d, d.token, http.MethodPost, "/v1/agents", body); code != http.StatusCreated {
-			t.Fatalf("create agent %s: %d %v", name, code, v)
-		}
+		require.NoError(t, err)
+		code, v := apiCall(t, d, d.token, http.MethodPost, "/v1/agents", body)
+		require.Equal(t, http.StatusCreated, code, "create agent %s: %d %v", name, code, v)
 	}
 }
 
@@ -80,9 +73,7 @@ func createExampleAgents(t *testing.T, d *devInstance, project string) {
 func revisionToolsets(t *testing.T, d *devInstance, key string, n int) (string, map[string]any) {
 	t.Helper()
 	code, v := apiCall(t, d, d.token, http.MethodGet, "/v1/workflows/"+key+"/revisions/"+itoa(n), nil)
-	if code != http.StatusOK {
-		t.Fatalf("revision %d of %s: %d %v", n, key, code, v)
-	}
+	require.Equal(t, http.StatusOK, code, "revision %d of %s: %d %v", n, key, code, v)
 	g := v["graph"].(map[string]any)
 	ts, _ := g["toolsets"].(map[string]any)
 	return v["checksum"].(string), ts
@@ -105,138 +96,99 @@ func TestToolsetsExample(t *testing.T) {
 	createExampleAgents(t, d, project)
 
 	r := weftCLI(t, nil, "validate", wf)
-	if r.code != 0 || !strings.Contains(r.stdout, "toolsets shared from ./tools/shared, report from ./tools/report") ||
-		!strings.Contains(r.stdout, "  toolset shared: Restate a ticket, pause briefly, and write at most one follow-up note per ticket. [core.echo@1, core.sleep@1, workspace.notes.write@1]") ||
-		strings.Contains(r.stdout, "warning:") {
-		t.Fatalf("validate:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "validate:\n%s", r)
+	require.Contains(t, r.stdout, "toolsets shared from ./tools/shared, report from ./tools/report", "validate:\n%s", r)
+	require.Contains(t, r.stdout, "  toolset shared: Restate a ticket, pause briefly, and write at most one follow-up note per ticket. [core.echo@1, core.sleep@1, workspace.notes.write@1]", "validate:\n%s", r)
+	require.NotContains(t, r.stdout, "warning:", "validate:\n%s", r)
 	// Run from elsewhere: paths resolve relative to the YAML file, not the
 	// working directory.
 	r = weftCLI(t, env, "push", wf, "--key", "toolsets-demo")
-	if r.code != 0 || !strings.Contains(r.stdout, "pushed toolsets-demo: draft revision 1") ||
-		!strings.Contains(r.stdout, "toolset shared from "+filepath.Join(project, "tools", "shared")+": 3 tool(s)") ||
-		!strings.Contains(r.stdout, "toolset report from "+filepath.Join(project, "tools", "report")+": 1 tool(s)") {
-		t.Fatalf("push:\n%s", r)
-	}
-	if r = weftCLI(t, env, "publish", "toolsets-demo"); r.code != 0 {
-		t.Fatalf("publish:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "push:\n%s", r)
+	require.Contains(t, r.stdout, "pushed toolsets-demo: draft revision 1", "push:\n%s", r)
+	require.Contains(t, r.stdout, "toolset shared from "+filepath.Join(project, "tools", "shared")+": 3 tool(s)", "push:\n%s", r)
+	require.Contains(t, r.stdout, "toolset report from "+filepath.Join(project, "tools", "report")+": 1 tool(s)", "push:\n%s", r)
+	r = weftCLI(t, env, "publish", "toolsets-demo")
+	require.Equal(t, 0, r.code, "publish:\n%s", r)
 	sum1, pinned := revisionToolsets(t, d, "toolsets-demo", 1)
 	skill, _ := os.ReadFile(filepath.Join(project, "tools", "report", "SKILL.md"))
 	report := pinned["report"].(map[string]any)
-	if report["skill"] != string(skill) || len(report["tools"].([]any)) != 1 ||
-		report["summary"] != "Restate a triage result to check it before summarising it; nothing is written." {
-		t.Fatalf("pinned report toolset: %v", report)
-	}
+	require.True(t, report["skill"] == string(skill), "pinned report toolset: %v", report)
+	require.Len(t, report["tools"].([]any), 1, "pinned report toolset: %v", report)
+	require.True(t, report["summary"] == "Restate a triage result to check it before summarising it; nothing is written.", "pinned report toolset: %v", report)
 	code, rev := apiCall(t, d, d.token, http.MethodGet, "/v1/workflows/toolsets-demo/revisions/1", nil)
 	g := rev["graph"].(map[string]any)
-	if code != http.StatusOK || g["tools"] != "shared" {
-		t.Fatalf("revision graph: %v", g)
-	}
+	require.Equal(t, http.StatusOK, code, "revision graph: %v", g)
+	require.True(t, g["tools"] == "shared", "revision graph: %v", g)
 	for _, n := range g["nodes"].([]any) {
 		node := n.(map[string]any)
-		if node["id"] == "report" && node["tools"] != "report" {
-			t.Errorf("report node tools = %v", node["tools"])
-		}
+		assert.False(t, node["id"] == "report" && node["tools"] != "report", "report node tools = %v", node["tools"])
 	}
 
 	// Run it in simulation.
 	r = weftCLI(t, env, "run", "toolsets-demo", "--mode", "simulation", "--input", `{"id":"T-1","text":"printer on fire"}`, "--wait")
-	if r.code != 0 || !strings.Contains(r.stdout, "mode simulation") || !strings.Contains(r.stdout, " succeeded in ") {
-		t.Fatalf("run in simulation:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "run in simulation:\n%s", r)
+	require.Contains(t, r.stdout, "mode simulation", "run in simulation:\n%s", r)
+	require.Contains(t, r.stdout, " succeeded in ", "run in simulation:\n%s", r)
 	t.Logf("weft run --mode simulation --wait:\n%s", r.stdout)
 
 	// The folder changes after publication: the published revision does
 	// not; a push makes a new draft, whose publication is a new revision.
-	if err := os.WriteFile(filepath.Join(project, "tools", "report", "SKILL.md"), []byte("# Report tools\n\nSay less.\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if sum, again := revisionToolsets(t, d, "toolsets-demo", 1); sum != sum1 || again["report"].(map[string]any)["skill"] != string(skill) {
-		t.Fatalf("revision 1 changed with the folder: %s %v", sum, again)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(project, "tools", "report", "SKILL.md"), []byte("# Report tools\n\nSay less.\n"), 0o644))
+	sum, again := revisionToolsets(t, d, "toolsets-demo", 1)
+	require.Equal(t, sum1, sum, "revision 1 changed with the folder: %s %v", sum, again)
+	require.True(t, again["report"].(map[string]any)["skill"] == string(skill), "revision 1 changed with the folder: %s %v", sum, again)
 	r = weftCLI(t, env, "push", wf, "--key", "toolsets-demo")
-	if r.code != 0 || !strings.Contains(r.stdout, "draft revision 2") {
-		t.Fatalf("push after edit:\n%s", r)
-	}
-	if sum, again := revisionToolsets(t, d, "toolsets-demo", 1); sum != sum1 || again["report"].(map[string]any)["skill"] != string(skill) {
-		t.Fatalf("revision 1 changed after a new push: %s %v", sum, again)
-	}
-	if r = weftCLI(t, env, "publish", "toolsets-demo"); r.code != 0 || !strings.Contains(r.stdout, "revision 2 from draft 2") {
-		t.Fatalf("publish after edit:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "push after edit:\n%s", r)
+	require.Contains(t, r.stdout, "draft revision 2", "push after edit:\n%s", r)
+	sum, again = revisionToolsets(t, d, "toolsets-demo", 1)
+	require.Equal(t, sum1, sum, "revision 1 changed after a new push: %s %v", sum, again)
+	require.True(t, again["report"].(map[string]any)["skill"] == string(skill), "revision 1 changed after a new push: %s %v", sum, again)
+	r = weftCLI(t, env, "publish", "toolsets-demo")
+	require.Equal(t, 0, r.code, "publish after edit:\n%s", r)
+	require.Contains(t, r.stdout, "revision 2 from draft 2", "publish after edit:\n%s", r)
 	sum2, now := revisionToolsets(t, d, "toolsets-demo", 2)
-	if sum2 == sum1 || now["report"].(map[string]any)["skill"] != "# Report tools\n\nSay less.\n" {
-		t.Fatalf("revision 2: %s %v", sum2, now)
-	}
+	require.NotEqual(t, sum1, sum2, "revision 2: %s %v", sum2, now)
+	require.True(t, now["report"].(map[string]any)["skill"] == "# Report tools\n\nSay less.\n", "revision 2: %s %v", sum2, now)
 
 	// A push that cannot capture its folders saves nothing.
 	push := func(name, wantOut string) {
 		t.Helper()
 		r := weftCLI(t, env, "push", wf, "--key", "toolsets-demo")
-		if r.code != 1 || !strings.Contains(r.stdout+r.stderr, wantOut) {
-			t.Errorf("%s: push should fail with %q\n%s", name, wantOut, r)
-		}
+		assert.False(t, r.code != 1 || !strings.Contains(r.stdout+r.stderr, wantOut), "%s: push should fail with %q\n%s", name, wantOut, r)
 		code, v := apiCall(t, d, d.token, http.MethodGet, "/v1/workflows/toolsets-demo", nil)
-		if code != http.StatusOK || v["draftRevision"].(float64) != 2 {
-			t.Errorf("%s: a draft was saved: %v", name, v)
-		}
+		assert.False(t, code != http.StatusOK || v["draftRevision"].(float64) != 2, "%s: a draft was saved: %v", name, v)
 	}
 	blank := filepath.Join(project, "tools", "report", "SKILL.md")
-	if err := os.WriteFile(blank, []byte("  \n\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(blank, []byte("  \n\n"), 0o644))
 	push("blank SKILL.md", "INVALID_TOOLS_PATH /nodes/2/tools tools \"./tools/report\": "+blank+" is empty")
-	if err := os.Remove(blank); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Remove(blank))
 	push("missing SKILL.md", blank+" is missing")
-	if err := os.WriteFile(blank, []byte("Back.\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(project, "tools", "shared"), filepath.Join(project, "tools", "gone")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(blank, []byte("Back.\n"), 0o644))
+	require.NoError(t, os.Rename(filepath.Join(project, "tools", "shared"), filepath.Join(project, "tools", "gone")))
 	push("missing folder", wf+":13:1 INVALID_TOOLS_PATH /tools tools \"./tools/shared\": toolset folder "+filepath.Join(project, "tools", "shared")+" does not exist")
-	if err := os.Rename(filepath.Join(project, "tools", "gone"), filepath.Join(project, "tools", "shared")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Rename(filepath.Join(project, "tools", "gone"), filepath.Join(project, "tools", "shared")))
 	manifest := filepath.Join(project, "tools", "shared", "toolset.yaml")
-	if err := os.WriteFile(manifest, []byte("summary: Shared.\ntools:\n  - core.echo@1\n  - core.teleport@1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(manifest, []byte("summary: Shared.\ntools:\n  - core.echo@1\n  - core.teleport@1\n"), 0o644))
 	push("unknown action", "MISSING_DEPENDENCY /toolsets/shared/tools/1 action core.teleport@1 is not in the catalog")
 	r = weftCLI(t, nil, "validate", wf)
-	if r.code != 1 || !strings.Contains(r.stdout, wf+":13:1 MISSING_DEPENDENCY /toolsets/shared/tools/1") {
-		t.Errorf("validate with an unknown action:\n%s", r)
-	}
-	if err := os.WriteFile(manifest, []byte("summary: Shared.\ntools: [core.echo@1]\nrun: ./install.sh\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stdout, wf+":13:1 MISSING_DEPENDENCY /toolsets/shared/tools/1"), "validate with an unknown action:\n%s", r)
+	require.NoError(t, os.WriteFile(manifest, []byte("summary: Shared.\ntools: [core.echo@1]\nrun: ./install.sh\n"), 0o644))
 	push("manifest with a command", `unknown key "run"`)
 	// A toolset without a summary, or with one that is not one line of at
 	// most 600 characters, is refused with its own code.
-	if err := os.WriteFile(manifest, []byte("tools: [core.echo@1]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(manifest, []byte("tools: [core.echo@1]\n"), 0o644))
 	push("no summary", "MISSING_TOOLSET_SUMMARY /tools tools \"./tools/shared\": "+manifest+":1:1: summary is required")
-	if err := os.WriteFile(manifest, []byte("summary: |\n  one\n  two\ntools: [core.echo@1]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(manifest, []byte("summary: |\n  one\n  two\ntools: [core.echo@1]\n"), 0o644))
 	push("multi-line summary", "INVALID_TOOLSET_SUMMARY /tools tools \"./tools/shared\": "+manifest+":1:1: summary must be one line")
 	r = weftCLI(t, nil, "validate", wf)
-	if r.code != 1 || !strings.Contains(r.stdout, "INVALID_TOOLSET_SUMMARY") {
-		t.Errorf("validate with a multi-line summary:\n%s", r)
-	}
+	assert.False(t, r.code != 1 || !strings.Contains(r.stdout, "INVALID_TOOLSET_SUMMARY"), "validate with a multi-line summary:\n%s", r)
 }
 
 // toolEvents maps node → tool → "type: reason message" from a run's events.
 func toolEvents(t *testing.T, env []string, runID string) map[string]map[string]string {
 	t.Helper()
 	r := weftCLI(t, env, "events", "--json", runID)
-	if r.code != 0 {
-		t.Fatalf("events:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "events:\n%s", r)
 	out := map[string]map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
 		var ev struct {
@@ -248,9 +200,7 @@ func toolEvents(t *testing.T, env []string, runID string) map[string]map[string]
 				Message string `json:"message"`
 			} `json:"data"`
 		}
-		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			t.Fatalf("event line %q: %v", line, err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(line), &ev), "event line %q", line)
 		if !strings.HasPrefix(ev.Type, "tool.") || ev.Type == "tool.started" {
 			continue
 		}
@@ -275,12 +225,10 @@ func TestAgentSeesTheIntersectedTools(t *testing.T) {
 	copyDir(t, filepath.Join(testinfra.RepoRoot(), "examples", "toolsets"), project)
 	createExampleAgents(t, d, project)
 	full := []string{"WEFT_URL=" + d.apiURL, "WEFT_TOKEN=" + d.token}
-	if r := weftCLI(t, full, "push", filepath.Join(project, "workflow.yaml"), "--key", "toolsets-demo"); r.code != 0 {
-		t.Fatalf("push:\n%s", r)
-	}
-	if r := weftCLI(t, full, "publish", "toolsets-demo"); r.code != 0 {
-		t.Fatalf("publish:\n%s", r)
-	}
+	pushed := weftCLI(t, full, "push", filepath.Join(project, "workflow.yaml"), "--key", "toolsets-demo")
+	require.Equal(t, 0, pushed.code, "push:\n%s", pushed)
+	published := weftCLI(t, full, "publish", "toolsets-demo")
+	require.Equal(t, 0, published.code, "publish:\n%s", published)
 	// A token of the same tenant without notes.write.
 	narrow := runWeft(t, []string{"WEFT_DATA_DIR=" + d.dataDir, "WEFT_JWT_SECRET="},
 		"token", "--tenant", "dev", "--sub", "viewer", "--scope", "runs.execute,runs.read,workflows.read")
@@ -289,9 +237,7 @@ func TestAgentSeesTheIntersectedTools(t *testing.T) {
 	input := `{"id":"T-7","text":"printer on fire"}`
 	denied := "tool.denied: " + agents.ReasonNotGranted + " "
 	r := weftCLI(t, limited, "run", "toolsets-demo", "--input", input, "--wait")
-	if r.code != 0 {
-		t.Fatalf("live run without notes.write:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "live run without notes.write:\n%s", r)
 	t.Logf("weft run --wait (no notes.write):\n%s", r.stdout)
 	got := toolEvents(t, limited, runIDOf(t, r))
 	want := map[string]map[string]string{
@@ -308,22 +254,16 @@ func TestAgentSeesTheIntersectedTools(t *testing.T) {
 			"workspace.notes.write@1": denied + "workspace.notes.write@1 is not granted: it is not in the node's toolset",
 		},
 	}
-	if !equalNested(got, want) {
-		t.Errorf("tool events without notes.write:\n got %v\nwant %v", got, want)
-	}
+	assert.True(t, equalNested(got, want), "tool events without notes.write:\n got %v\nwant %v", got, want)
 	checkPinnedSkills(t, d, project, runIDOf(t, r))
 
 	// With notes.write in the snapshot the triage agent is offered it too;
 	// the report node still is not (its toolset does not list it).
 	r = weftCLI(t, full, "run", "toolsets-demo", "--input", input, "--wait")
-	if r.code != 0 {
-		t.Fatalf("live run with notes.write:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "live run with notes.write:\n%s", r)
 	got = toolEvents(t, full, runIDOf(t, r))
 	want["triage"]["workspace.notes.write@1"] = "tool.completed:"
-	if !equalNested(got, want) {
-		t.Errorf("tool events with notes.write:\n got %v\nwant %v", got, want)
-	}
+	assert.True(t, equalNested(got, want), "tool events with notes.write:\n got %v\nwant %v", got, want)
 }
 
 func equalNested(a, b map[string]map[string]string) bool {
@@ -357,30 +297,20 @@ func checkPinnedSkills(t *testing.T, d *devInstance, project, runID string) {
 	}
 	ctx := context.Background()
 	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer st.Close()
 	skill := func(folder string) string {
 		b, err := os.ReadFile(filepath.Join(project, "tools", folder, "SKILL.md"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return string(b)
 	}
 	for node, folders := range map[string][2]string{"triage": {"shared", "report"}, "report": {"report", "shared"}} {
 		tr, err := st.GetAgentTranscript(ctx, "dev", runID, node)
-		if err != nil {
-			t.Fatalf("transcript of %s: %v", node, err)
-		}
+		require.NoError(t, err, "transcript of %s", node)
 		var saved agents.Transcript
-		if err := json.Unmarshal(tr.Transcript, &saved); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(tr.Transcript, &saved))
 		system := saved.Messages[0].Content
-		if !strings.HasSuffix(system, "\n\n"+skill(folders[0])) || strings.Contains(system, skill(folders[1])) {
-			t.Errorf("%s instructions do not end with tools/%s/SKILL.md alone:\n%s", node, folders[0], system)
-		}
+		assert.False(t, !strings.HasSuffix(system, "\n\n"+skill(folders[0])) || strings.Contains(system, skill(folders[1])), "%s instructions do not end with tools/%s/SKILL.md alone:\n%s", node, folders[0], system)
 	}
 }
 
@@ -402,14 +332,13 @@ edges:
 `
 	wf := writeFile(t, dir, "flow.yaml", doc)
 	r := weftCLI(t, nil, "validate", wf)
-	if r.code != 0 || !strings.Contains(r.stdout, "  toolset ops: Echo values back. [core.echo@1]") ||
-		!strings.Contains(r.stdout, "  toolset legacy: (no summary) [core.sleep@1]") ||
-		!strings.Contains(r.stdout, "warning: "+wf+":5:") || !strings.Contains(r.stdout, "MISSING_TOOLSET_SUMMARY /toolsets/legacy/summary") {
-		t.Fatalf("validate:\n%s", r)
-	}
+	require.Equal(t, 0, r.code, "validate:\n%s", r)
+	require.Contains(t, r.stdout, "  toolset ops: Echo values back. [core.echo@1]", "validate:\n%s", r)
+	require.Contains(t, r.stdout, "  toolset legacy: (no summary) [core.sleep@1]", "validate:\n%s", r)
+	require.Contains(t, r.stdout, "warning: "+wf+":5:", "validate:\n%s", r)
+	require.Contains(t, r.stdout, "MISSING_TOOLSET_SUMMARY /toolsets/legacy/summary", "validate:\n%s", r)
 	bad := writeFile(t, dir, "bad.yaml", strings.Replace(doc, "summary: Echo values back.", "summary: \"one\\ntwo\"", 1))
 	r = weftCLI(t, nil, "validate", bad)
-	if r.code != 1 || !strings.Contains(r.stdout, "INVALID_TOOLSET_SUMMARY /toolsets/ops/summary") {
-		t.Fatalf("validate a multi-line summary:\n%s", r)
-	}
+	require.Equal(t, 1, r.code, "validate a multi-line summary:\n%s", r)
+	require.Contains(t, r.stdout, "INVALID_TOOLSET_SUMMARY /toolsets/ops/summary", "validate a multi-line summary:\n%s", r)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/internal/testinfra"
 )
 
@@ -21,38 +23,30 @@ func TestHarnessRuns(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Options{Rounds: 1, Warmup: 0, Concurrency: 3, Bursts: 1, Enqueues: 4, Clients: 2, Capacity: 3, Blocks: 1, BlockRuns: 1,
 		TemporalCLI: testinfra.TemporalBinary(), AdminURL: testinfra.AdminURL()}, &out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Latency) != 2*len(workloads())+4 || len(rep.Servers) != 4 || len(rep.Throughput) != 2 || len(rep.Enqueue) != 2 ||
-		len(rep.Capacity) != 2 || len(rep.History) != len(workloads()) {
-		t.Fatalf("report = %+v", rep)
-	}
+	require.NoError(t, err)
+	require.Len(t, rep.Latency, 2*len(workloads())+4, "report = %+v", rep)
+	require.Len(t, rep.Servers, 4, "report = %+v", rep)
+	require.Len(t, rep.Throughput, 2, "report = %+v", rep)
+	require.Len(t, rep.Enqueue, 2, "report = %+v", rep)
+	require.Len(t, rep.Capacity, 2, "report = %+v", rep)
+	require.Len(t, rep.History, len(workloads()), "report = %+v", rep)
 	for _, h := range rep.History {
-		if h.Weft.Activities != h.Activities || h.Hand.Activities < 1 || h.Weft.Events <= 0 {
-			t.Errorf("history of %s: %+v", h.Workload, h)
-		}
+		assert.False(t, h.Weft.Activities != h.Activities || h.Hand.Activities < 1 || h.Weft.Events <= 0, "history of %s: %+v", h.Workload, h)
 	}
 	for _, l := range rep.Latency {
-		if len(l.Samples) != 1 || l.Median <= 0 {
-			t.Errorf("%s: samples %v", l.Name, l.Samples)
-		}
+		assert.False(t, len(l.Samples) != 1 || l.Median <= 0, "%s: samples %v", l.Name, l.Samples)
 	}
 	for _, want := range []string{"weft / hand-written, chain10", "fanout10", "stock dev server / weft dev's server",
 		"enqueue weft / raw SDK", "node attempts/s", "history events per action node", "load average"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
-		}
+		assert.Contains(t, out.String(), want, "report lacks %q:\n%s", want, out.String())
 	}
 }
 
 func TestWorkloadShapes(t *testing.T) {
 	for _, w := range workloads() {
-		if n := strings.Count(string(w.graph), `"core.echo"`); n != w.nodes {
-			t.Errorf("%s has %d echo nodes, says %d", w.key, n, w.nodes)
-		}
+		n := strings.Count(string(w.graph), `"core.echo"`)
+		assert.Equal(t, w.nodes, n, "%s has %d echo nodes, says %d", w.key, n, w.nodes)
 	}
-	if g := string(chainGraph(10)); !strings.Contains(g, `"from":"e10.out","to":"out.in"`) {
-		t.Fatalf("chain graph = %s", g)
-	}
+	g := string(chainGraph(10))
+	require.Contains(t, g, `"from":"e10.out","to":"out.in"`, "chain graph = %s", g)
 }

@@ -4,6 +4,9 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestHTTPURL(t *testing.T) {
@@ -15,12 +18,9 @@ func TestHTTPURL(t *testing.T) {
 		"[2001:db8::1]:80": "http://[2001:db8::1]:80",
 	} {
 		tcp, err := net.ResolveTCPAddr("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := httpURL(tcp); got != want {
-			t.Errorf("httpURL(%s) = %s, want %s", addr, got, want)
-		}
+		require.NoError(t, err)
+		got := httpURL(tcp)
+		assert.Equal(t, want, got, "httpURL(%s) = %s, want %s", addr, got, want)
 	}
 }
 
@@ -36,8 +36,6 @@ func TestBanner(t *testing.T) {
 		"  Canvas          http://localhost:8080/ui/\n",
 		"\n  http://localhost:8080/ui/#token=tok\n",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("banner lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "banner lacks %q:\n%s", want, out)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/stretchr/testify/require"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/temporalclient"
@@ -30,9 +31,7 @@ func TestRunWorker(t *testing.T) {
 		"WEFT_TASK_QUEUE":  "weft-worker-test",
 	}
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- RunWorker(runCtx, cfg, false, slog.New(slog.NewJSONHandler(os.Stderr, nil))) }()
@@ -44,22 +43,18 @@ func TestRunWorker(t *testing.T) {
 		if err == nil && len(resp.GetPollers()) > 0 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no worker polls %s (last err %v)", cfg.TaskQueue, err)
-		}
+		require.False(t, time.Now().After(deadline), "no worker polls %s (last err %v)", cfg.TaskQueue, err)
 		time.Sleep(100 * time.Millisecond)
 	}
 	// ...after registering the search attributes the server lacked.
-	if missing, err := temporalclient.MissingSearchAttributes(ctx, c, "default"); err != nil || len(missing) > 0 {
-		t.Fatalf("search attributes still missing: %v (err %v)", missing, err)
-	}
+	missing, err := temporalclient.MissingSearchAttributes(ctx, c, "default")
+	require.NoError(t, err, "search attributes still missing: %v (err %v)", missing, err)
+	require.Empty(t, missing, "search attributes still missing: %v (err %v)", missing, err)
 
 	stop()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after cancel = %v, want nil", err)
-		}
+		require.NoError(t, err, "Run after cancel = %v, want nil", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("worker did not stop after its context ended")
 	}
@@ -71,12 +66,8 @@ func TestRunWorkerFailsWithoutTemporal(t *testing.T) {
 		"TEMPORAL_ADDRESS": "127.0.0.1:1", // nothing listens there
 	}
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := RunWorker(ctx, cfg, false, slog.New(slog.DiscardHandler)); err == nil {
-		t.Fatal("Run without Temporal succeeded")
-	}
+	require.Error(t, RunWorker(ctx, cfg, false, slog.New(slog.DiscardHandler)), "Run without Temporal succeeded")
 }
