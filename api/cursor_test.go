@@ -4,6 +4,9 @@ import (
 	"encoding/base64"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/failure"
 )
@@ -11,9 +14,7 @@ import (
 func cursorServer(t *testing.T, secret string) *Server {
 	t.Helper()
 	keys, err := auth.NewKeys(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &Server{deps: Deps{Keys: keys}}
 }
 
@@ -24,9 +25,9 @@ func TestCursorIsBoundToItsScopeAndSecret(t *testing.T) {
 	cur := s.sealCursor(scope, []byte{0, 0, 0, 0, 0, 0, 0, 7})
 
 	payload, err := s.openCursor(scope, cur)
-	if err != nil || len(payload) != 8 || payload[7] != 7 {
-		t.Fatalf("round trip: %v %v", payload, err)
-	}
+	require.NoError(t, err, "round trip: %v", payload)
+	require.Len(t, payload, 8, "round trip: %v %v", payload, err)
+	require.Equal(t, byte(7), payload[7], "round trip: %v %v", payload, err)
 	refused := map[string]struct {
 		scope, cursor string
 		srv           *Server
@@ -42,9 +43,8 @@ func TestCursorIsBoundToItsScopeAndSecret(t *testing.T) {
 		"rotated secret": {scope, cur, cursorServer(t, "another-secret-0123456789abc")},
 	}
 	for name, c := range refused {
-		if _, err := c.srv.openCursor(c.scope, c.cursor); failure.CodeOf(err) != failure.CodeCursorInvalid {
-			t.Errorf("%s: want CURSOR_INVALID, got %v", name, err)
-		}
+		_, err = c.srv.openCursor(c.scope, c.cursor)
+		assert.Equal(t, failure.CodeCursorInvalid, failure.CodeOf(err), "%s: want CURSOR_INVALID, got %v", name, err)
 	}
 }
 

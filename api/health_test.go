@@ -13,6 +13,9 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -48,9 +51,7 @@ func healthReadyz(t *testing.T, h http.Handler) (int, healthBody) {
 	t.Helper()
 	code, raw := healthGet(t, h, "/readyz")
 	var b healthBody
-	if err := json.Unmarshal(raw, &b); err != nil {
-		t.Fatalf("readyz body %s: %v", raw, err)
-	}
+	require.NoError(t, json.Unmarshal(raw, &b), "readyz body %s", raw)
 	return code, b
 }
 
@@ -61,83 +62,63 @@ func TestHealthAndReadiness(t *testing.T) {
 	st := testinfra.NewStore(t)
 	keys := testinfra.Keys(t, "health-test-secret-0123456789")
 	cfg, err := config.FromEnv(func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := inproc.API(t, api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger, Metrics: metrics.New()})
 
-	if code, body := healthGet(t, h, "/healthz"); code != http.StatusOK || strings.TrimSpace(string(body)) != `{"status":"ok"}` {
-		t.Fatalf("/healthz = %d %s", code, body)
-	}
+	code, body := healthGet(t, h, "/healthz")
+	require.Equal(t, http.StatusOK, code, "/healthz = %d %s", code, body)
+	require.Equal(t, `{"status":"ok"}`, strings.TrimSpace(string(body)), "/healthz = %d %s", code, body)
 
 	// Search attributes not registered yet: 503 naming them.
 	code, b := healthReadyz(t, h)
-	if code != http.StatusServiceUnavailable || b.Error.Code != "UNAVAILABLE" {
-		t.Fatalf("/readyz without search attributes = %d %+v", code, b)
-	}
+	require.Equal(t, http.StatusServiceUnavailable, code, "/readyz without search attributes = %d %+v", code, b)
+	require.Equal(t, "UNAVAILABLE", b.Error.Code, "/readyz without search attributes = %d %+v", code, b)
 	checks := b.Error.Details.Checks
-	if checks["postgres"] != "ok" || checks["temporal"] != "ok" || !strings.Contains(checks["searchAttributes"], "WeftRevision") {
-		t.Fatalf("checks = %v", checks)
-	}
-	if !strings.Contains(b.Error.Message, "searchAttributes") {
-		t.Errorf("message %q does not name the failed check", b.Error.Message)
-	}
+	require.Equal(t, "ok", checks["postgres"], "checks = %v", checks)
+	require.Equal(t, "ok", checks["temporal"], "checks = %v", checks)
+	require.Contains(t, checks["searchAttributes"], "WeftRevision", "checks = %v", checks)
+	assert.Contains(t, b.Error.Message, "searchAttributes", "message %q does not name the failed check", b.Error.Message)
 
 	// Registered: ready.
-	if _, err := temporalclient.RegisterSearchAttributes(context.Background(), tc, "default"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = temporalclient.RegisterSearchAttributes(context.Background(), tc, "default")
+	require.NoError(t, err)
 	code, b = healthReadyz(t, h)
-	if code != http.StatusOK || b.Status != "ready" {
-		t.Fatalf("/readyz = %d %+v", code, b)
-	}
+	require.Equal(t, http.StatusOK, code, "/readyz = %d %+v", code, b)
+	require.Equal(t, "ready", b.Status, "/readyz = %d %+v", code, b)
 	for _, name := range []string{"postgres", "temporal", "searchAttributes"} {
-		if b.Checks[name] != "ok" {
-			t.Errorf("check %s = %q", name, b.Checks[name])
-		}
+		assert.Equal(t, "ok", b.Checks[name], "check %s = %q", name, b.Checks[name])
 	}
 }
 
 func TestReadinessFailures(t *testing.T) {
 	cfg, err := config.FromEnv(func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	keys := testinfra.Keys(t, "health-test-secret-0123456789")
 	// A closed pool and a client aimed where nothing listens.
 	st := testinfra.NewStore(t)
 	st.Close()
 	tc, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tc.Close()
 	h := inproc.API(t, api.Deps{Config: cfg, Store: st, Keys: keys, Temporal: tc,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	start := time.Now()
 	code, b := healthReadyz(t, h)
-	if code != http.StatusServiceUnavailable {
-		t.Fatalf("/readyz = %d, want 503", code)
-	}
+	require.Equal(t, http.StatusServiceUnavailable, code, "/readyz = %d, want 503", code)
 	checks := b.Error.Details.Checks
-	if checks["postgres"] != "unreachable" || checks["temporal"] != "unreachable" || !strings.HasPrefix(checks["searchAttributes"], "skipped") {
-		t.Fatalf("checks = %v", checks)
-	}
-	if time.Since(start) > 10*time.Second {
-		t.Fatalf("/readyz took %s; each check must be bounded", time.Since(start))
-	}
+	require.Equal(t, "unreachable", checks["postgres"], "checks = %v", checks)
+	require.Equal(t, "unreachable", checks["temporal"], "checks = %v", checks)
+	require.True(t, strings.HasPrefix(checks["searchAttributes"], "skipped"), "checks = %v", checks)
+	require.LessOrEqual(t, time.Since(start), 10*time.Second, "/readyz took %s; each check must be bounded", time.Since(start))
 	// Without Metrics there is no /metrics route.
-	if code, _ := healthGet(t, h, "/metrics"); code != http.StatusNotFound {
-		t.Fatalf("/metrics without a registry = %d", code)
-	}
+	code, _ = healthGet(t, h, "/metrics")
+	require.Equal(t, http.StatusNotFound, code, "/metrics without a registry = %d", code)
 }
 
 func TestMetrics(t *testing.T) {
 	cfg, err := config.FromEnv(func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	keys := testinfra.Keys(t, "health-test-secret-0123456789")
 	h := inproc.API(t, api.Deps{Config: cfg, Store: testinfra.NewStore(t), Keys: keys, Metrics: metrics.New(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -147,9 +128,7 @@ func TestMetrics(t *testing.T) {
 	healthGet(t, h, "/no-such-page-67890")                                            // 404
 	healthGet(t, h, "/v1/no-such-route/12345", "Authorization", "Bearer not-a-token") // 401
 	code, body := healthGet(t, h, "/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics = %d", code)
-	}
+	require.Equal(t, http.StatusOK, code, "/metrics = %d", code)
 	text := string(body)
 	for _, want := range []string{
 		"go_goroutines",
@@ -157,9 +136,7 @@ func TestMetrics(t *testing.T) {
 		`weft_api_request_duration_seconds_count{method="GET",route="/healthz",status="200"} 1`,
 		`weft_api_request_duration_seconds_count{method="GET",route="/v1/*",status="401"} 2`,
 	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
+		assert.Contains(t, text, want, "/metrics lacks %s", want)
 	}
 	// Labels carry route templates, never raw paths. Only label text is
 	// searched: sample values (memory, CPU seconds) may contain any digits.
@@ -170,9 +147,7 @@ func TestMetrics(t *testing.T) {
 		}
 		labels := line[open:end]
 		for _, raw := range []string{"no-such-route", "12345", "no-such-page", "67890"} {
-			if strings.Contains(labels, raw) {
-				t.Errorf("/metrics carries a raw path segment %q: %s", raw, line)
-			}
+			assert.NotContains(t, labels, raw, "/metrics carries a raw path segment %q: %s", raw, line)
 		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
@@ -15,13 +18,10 @@ func TestNewRequiresItsDependencies(t *testing.T) {
 	st := testinfra.NewStore(t)
 	keys := testinfra.Keys(t, "server-test-secret-0123456789abcd")
 	w, err := inproc.Wire(st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	full := api.Deps{Store: st, Keys: keys, Publication: w.Publication, Variables: w.Variables, Streams: api.NewStreams(nil, 0)}
-	if _, err := api.New(full); err != nil {
-		t.Fatalf("New with every required dependency: %v", err)
-	}
+	_, err = api.New(full)
+	require.NoError(t, err, "New with every required dependency")
 	for missing, drop := range map[string]func(*api.Deps){
 		"Store":       func(d *api.Deps) { d.Store = nil },
 		"Keys":        func(d *api.Deps) { d.Keys = nil },
@@ -31,8 +31,7 @@ func TestNewRequiresItsDependencies(t *testing.T) {
 	} {
 		d := full
 		drop(&d)
-		if _, err := api.New(d); err == nil || !strings.Contains(err.Error(), missing) {
-			t.Errorf("New without %s = %v, want an error naming it", missing, err)
-		}
+		_, err = api.New(d)
+		assert.False(t, err == nil || !strings.Contains(err.Error(), missing), "New without %s = %v, want an error naming it", missing, err)
 	}
 }

@@ -3,12 +3,14 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
@@ -29,9 +31,7 @@ func draft(key, typ string, data string) execution.EventDraft {
 func listAll(t *testing.T, st *store.Store, tenant, runID string) []store.Event {
 	t.Helper()
 	ev, err := st.ListEvents(context.Background(), tenant, runID, 0, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return ev
 }
 
@@ -46,48 +46,32 @@ func TestAppendEventsIsIdempotentByKey(t *testing.T) {
 		draft("k2", execution.EventNodeStarted, `{"dup":true}`), // same key in one batch
 	}
 	for range 2 {
-		if err := st.AppendEvents(ctx, "t1", run.RunID, batch, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, batch, nil))
 	}
-	if err := st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{
 		draft("k2", execution.EventNodeStarted, ""), draft("k3", execution.EventNodeCompleted, ""),
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
+	}, nil))
 	ev := listAll(t, st, "t1", run.RunID)
-	if len(ev) != 3 {
-		t.Fatalf("%d events, want 3", len(ev))
-	}
+	require.Len(t, ev, 3, "%d events, want 3", len(ev))
 	for i, e := range ev {
-		if e.Seq != int64(i+1) {
-			t.Fatalf("seq %d at %d", e.Seq, i)
-		}
+		require.Equal(t, int64(i+1), e.Seq, "seq %d at %d", e.Seq, i)
 	}
-	if string(ev[1].Data) != "{}" {
-		t.Fatalf("empty data stored as %s", ev[1].Data)
-	}
-	if !ev[0].At.Equal(t0.Truncate(time.Microsecond)) || ev[0].At.Location() != time.UTC {
-		t.Fatalf("at = %v", ev[0].At)
-	}
-	if ev[0].PrevHash != "" || ev[1].PrevHash != ev[0].Hash {
-		t.Fatal("chain not linked")
-	}
-	if err := st.VerifyChain(ctx, "t1", run.RunID); err != nil {
-		t.Fatal(err)
-	}
+	require.Equal(t, "{}", string(ev[1].Data), "empty data stored as %s", ev[1].Data)
+	require.True(t, ev[0].At.Equal(t0.Truncate(time.Microsecond)), "at = %v", ev[0].At)
+	require.Same(t, time.UTC, ev[0].At.Location(), "at = %v", ev[0].At)
+	require.Empty(t, ev[0].PrevHash, "chain not linked")
+	require.Equal(t, ev[0].Hash, ev[1].PrevHash, "chain not linked")
+	require.NoError(t, st.VerifyChain(ctx, "t1", run.RunID))
 	// Other tenant sees nothing.
-	if _, err := st.ListEvents(ctx, "t2", run.RunID, 0, 10); !errors.Is(err, failure.ErrNotFound) {
-		t.Fatalf("other tenant list: %v", err)
-	}
-	if err := st.AppendEvents(ctx, "t2", run.RunID, batch, nil); !errors.Is(err, failure.ErrNotFound) {
-		t.Fatalf("other tenant append: %v", err)
-	}
+	_, err := st.ListEvents(ctx, "t2", run.RunID, 0, 10)
+	require.ErrorIs(t, err, failure.ErrNotFound, "other tenant list: %v", err)
+	err = st.AppendEvents(ctx, "t2", run.RunID, batch, nil)
+	require.ErrorIs(t, err, failure.ErrNotFound, "other tenant append: %v", err)
 	// Paging.
 	page, err := st.ListEvents(ctx, "t1", run.RunID, 1, 1)
-	if err != nil || len(page) != 1 || page[0].Seq != 2 {
-		t.Fatalf("page %+v %v", page, err)
-	}
+	require.NoError(t, err, "page %+v", page)
+	require.Len(t, page, 1, "page %+v %v", page, err)
+	require.Equal(t, int64(2), page[0].Seq, "page %+v %v", page, err)
 }
 
 func TestAppendEventsConcurrentWritersKeepSeqGapless(t *testing.T) {
@@ -114,22 +98,14 @@ func TestAppendEventsConcurrentWritersKeepSeqGapless(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	ev := listAll(t, st, "t1", run.RunID)
-	if len(ev) != writers*each {
-		t.Fatalf("%d events, want %d", len(ev), writers*each)
-	}
+	require.Len(t, ev, writers*each, "%d events, want %d", len(ev), writers*each)
 	for i, e := range ev {
-		if e.Seq != int64(i+1) {
-			t.Fatalf("seq %d at index %d", e.Seq, i)
-		}
+		require.Equal(t, int64(i+1), e.Seq, "seq %d at index %d", e.Seq, i)
 	}
-	if err := st.VerifyChain(ctx, "t1", run.RunID); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.VerifyChain(ctx, "t1", run.RunID))
 }
 
 func TestVerifyChainDetectsEditedEvent(t *testing.T) {
@@ -141,23 +117,15 @@ func TestVerifyChainDetectsEditedEvent(t *testing.T) {
 	for i := range 5 {
 		batch = append(batch, draft(fmt.Sprint(i), execution.EventNodeCompleted, fmt.Sprintf(`{"i":%d,"x":1.50,"s":"é\u00e9"}`, i)))
 	}
-	if err := st.AppendEvents(ctx, "t1", run.RunID, batch, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.VerifyChain(ctx, "t1", run.RunID); err != nil {
-		t.Fatalf("untouched chain: %v", err)
-	}
-	if _, err := st.Pool.Exec(ctx, `UPDATE run_events SET data = '{"i":99}' WHERE run_id = $1 AND seq = 3`, run.RunID); err != nil {
-		t.Fatal(err)
-	}
-	err := st.VerifyChain(ctx, "t1", run.RunID)
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, batch, nil))
+	require.NoError(t, st.VerifyChain(ctx, "t1", run.RunID), "untouched chain")
+	_, err := st.Pool.Exec(ctx, `UPDATE run_events SET data = '{"i":99}' WHERE run_id = $1 AND seq = 3`, run.RunID)
+	require.NoError(t, err)
+	err = st.VerifyChain(ctx, "t1", run.RunID)
 	var ce *store.ChainError
-	if !errors.As(err, &ce) || ce.Seq != 3 {
-		t.Fatalf("err = %v, want a ChainError at seq 3", err)
-	}
-	if !strings.Contains(err.Error(), "seq 3") {
-		t.Fatalf("message does not name the seq: %v", err)
-	}
+	require.ErrorAs(t, err, &ce, "err = %v, want a ChainError at seq 3", err)
+	require.Equal(t, int64(3), ce.Seq, "err = %v, want a ChainError at seq 3", err)
+	require.Contains(t, err.Error(), "seq 3", "message does not name the seq: %v", err)
 }
 
 func TestVerifyChainDetectsDeletedEvent(t *testing.T) {
@@ -165,18 +133,15 @@ func TestVerifyChainDetectsDeletedEvent(t *testing.T) {
 	st := testinfra.NewStore(t)
 	ctx := context.Background()
 	run := createRun(t, st, "t1")
-	if err := st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{
 		draft("a", "x.y", ""), draft("b", "x.y", ""), draft("c", "x.y", ""),
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Pool.Exec(ctx, `DELETE FROM run_events WHERE run_id = $1 AND seq = 3`, run.RunID); err != nil {
-		t.Fatal(err)
-	}
+	}, nil))
+	_, err := st.Pool.Exec(ctx, `DELETE FROM run_events WHERE run_id = $1 AND seq = 3`, run.RunID)
+	require.NoError(t, err)
 	var ce *store.ChainError
-	if err := st.VerifyChain(ctx, "t1", run.RunID); !errors.As(err, &ce) || ce.Seq != 3 {
-		t.Fatalf("err = %v", err)
-	}
+	err = st.VerifyChain(ctx, "t1", run.RunID)
+	require.ErrorAs(t, err, &ce, "err = %v", err)
+	require.Equal(t, int64(3), ce.Seq, "err = %v", err)
 }
 
 func TestAppendEventsRedactsNestedSecrets(t *testing.T) {
@@ -186,14 +151,10 @@ func TestAppendEventsRedactsNestedSecrets(t *testing.T) {
 	run := createRun(t, st, "t1")
 	data := `{"request":{"headers":{"Authorization":"Bearer abc","X-Api-Key":"k"},"items":[{"password":"p","ok":1},{"nested":{"accessToken":"t","Client_Secret":{"deep":1}}}]},
 		"apiKey":"a","api_key":"b","privateKeyId":"keep","private_key":"pk","sessionCookie":"c","credentials":["x"],"reasoning":"hidden","keep":"visible","nul":"a\u0000b"}`
-	if err := st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{draft("a", "tool.completed", data)}, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{draft("a", "tool.completed", data)}, nil))
 	ev := listAll(t, st, "t1", run.RunID)
 	var got map[string]any
-	if err := json.Unmarshal(ev[0].Data, &got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(ev[0].Data, &got))
 	req := got["request"].(map[string]any)
 	h := req["headers"].(map[string]any)
 	items := req["items"].([]any)
@@ -206,19 +167,11 @@ func TestAppendEventsRedactsNestedSecrets(t *testing.T) {
 		"reasoning": got["reasoning"],
 	}
 	for k, v := range checks {
-		if v != store.Redacted {
-			t.Errorf("%s = %v, want redacted", k, v)
-		}
+		assert.True(t, v == store.Redacted, "%s = %v, want redacted", k, v)
 	}
-	if got["keep"] != "visible" || got["privateKeyId"] != "keep" || items[0].(map[string]any)["ok"] != 1.0 {
-		t.Errorf("non-sensitive values changed: %v", got)
-	}
-	if got["nul"] != "a\uFFFDb" {
-		t.Errorf("NUL not replaced: %q", got["nul"])
-	}
-	if err := st.VerifyChain(ctx, "t1", run.RunID); err != nil {
-		t.Fatal(err)
-	}
+	assert.False(t, got["keep"] != "visible" || got["privateKeyId"] != "keep" || items[0].(map[string]any)["ok"] != 1.0, "non-sensitive values changed: %v", got)
+	assert.True(t, got["nul"] == "a\uFFFDb", "NUL not replaced: %q", got["nul"])
+	require.NoError(t, st.VerifyChain(ctx, "t1", run.RunID))
 }
 
 func TestAppendEventsBoundsDataTo8KiB(t *testing.T) {
@@ -229,33 +182,24 @@ func TestAppendEventsBoundsDataTo8KiB(t *testing.T) {
 	bigText, _ := json.Marshal(map[string]string{"text": strings.Repeat("ab\"", 5000)})
 	big := string(bigText) // escaping inflates the preview
 	small := `{"text":"` + strings.Repeat("a", 100) + `"}`
-	if err := st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{
 		draft("big", "tool.completed", big), draft("small", "tool.completed", small),
-	}, nil); err != nil {
-		t.Fatal(err)
-	}
+	}, nil))
 	ev := listAll(t, st, "t1", run.RunID)
 	var env struct {
 		Truncated bool   `json:"truncated"`
 		Size      int    `json:"size"`
 		Preview   string `json:"preview"`
 	}
-	if err := json.Unmarshal(ev[0].Data, &env); err != nil {
-		t.Fatal(err)
-	}
-	if !env.Truncated || env.Size <= store.MaxEventDataBytes || !strings.HasPrefix(env.Preview, `{"text":"ab\"ab`) {
-		t.Fatalf("envelope: truncated=%v size=%d preview=%.40q", env.Truncated, env.Size, env.Preview)
-	}
+	require.NoError(t, json.Unmarshal(ev[0].Data, &env))
+	require.True(t, env.Truncated, "envelope: truncated=%v size=%d preview=%.40q", env.Truncated, env.Size, env.Preview)
+	require.Greater(t, env.Size, store.MaxEventDataBytes, "envelope: truncated=%v size=%d preview=%.40q", env.Truncated, env.Size, env.Preview)
+	require.True(t, strings.HasPrefix(env.Preview, `{"text":"ab\"ab`), "envelope: truncated=%v size=%d preview=%.40q", env.Truncated, env.Size, env.Preview)
 	c, _ := store.EvidenceData(ev[0].Data)
-	if len(c) > store.MaxEventDataBytes || len(env.Preview) < 3<<10 {
-		t.Fatalf("envelope is %d bytes with a %d-byte preview", len(c), len(env.Preview))
-	}
-	if strings.Contains(string(ev[1].Data), "truncated") {
-		t.Fatal("small data truncated")
-	}
-	if err := st.VerifyChain(ctx, "t1", run.RunID); err != nil {
-		t.Fatal(err)
-	}
+	require.LessOrEqual(t, len(c), store.MaxEventDataBytes, "envelope is %d bytes with a %d-byte preview", len(c), len(env.Preview))
+	require.GreaterOrEqual(t, len(env.Preview), 3<<10, "envelope is %d bytes with a %d-byte preview", len(c), len(env.Preview))
+	require.NotContains(t, string(ev[1].Data), "truncated", "small data truncated")
+	require.NoError(t, st.VerifyChain(ctx, "t1", run.RunID))
 }
 
 func TestAppendEventsRefusesMalformedDrafts(t *testing.T) {
@@ -272,16 +216,12 @@ func TestAppendEventsRefusesMalformedDrafts(t *testing.T) {
 	for i, d := range bad {
 		// A valid event first: nothing of the batch may be appended.
 		err := st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{draft("ok", "a.b", ""), d}, nil)
-		if failure.CodeOf(err) != failure.CodeInvalidRequest {
-			t.Errorf("draft %d: err = %v", i, err)
-		}
+		assert.Equal(t, failure.CodeInvalidRequest, failure.CodeOf(err), "draft %d: err = %v", i, err)
 	}
-	if ev := listAll(t, st, "t1", run.RunID); len(ev) != 0 {
-		t.Fatalf("%d events appended from refused batches", len(ev))
-	}
-	if err := st.AppendEvents(ctx, "t1", run.RunID, nil, &execution.RunUpdate{Status: "paused"}); failure.CodeOf(err) != failure.CodeInvalidRequest {
-		t.Fatalf("unknown status: %v", err)
-	}
+	ev := listAll(t, st, "t1", run.RunID)
+	require.Empty(t, ev, "%d events appended from refused batches", len(ev))
+	err := st.AppendEvents(ctx, "t1", run.RunID, nil, &execution.RunUpdate{Status: "paused"})
+	require.Equal(t, failure.CodeInvalidRequest, failure.CodeOf(err), "unknown status: %v", err)
 }
 
 func TestRunUpdateOnlyMovesForward(t *testing.T) {
@@ -291,37 +231,32 @@ func TestRunUpdateOnlyMovesForward(t *testing.T) {
 	run := createRun(t, st, "t1")
 	get := func() store.Run {
 		r, err := st.GetRun(ctx, "t1", run.RunID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return r
 	}
 	up := func(key string, u execution.RunUpdate) {
 		t.Helper()
-		if err := st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{draft(key, "run.x", "")}, &u); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{draft(key, "run.x", "")}, &u))
 	}
 	up("1", execution.RunUpdate{Status: execution.StatusRunning})
 	r := get()
-	if r.Status != execution.StatusRunning || r.StartedAt == nil || !r.StartedAt.Equal(t0.Truncate(time.Microsecond)) {
-		t.Fatalf("after running: %s %v", r.Status, r.StartedAt)
-	}
+	require.Equal(t, execution.StatusRunning, r.Status, "after running: %s %v", r.Status, r.StartedAt)
+	require.NotNil(t, r.StartedAt, "after running: %s %v", r.Status, r.StartedAt)
+	require.True(t, r.StartedAt.Equal(t0.Truncate(time.Microsecond)), "after running: %s %v", r.Status, r.StartedAt)
 	up("2", execution.RunUpdate{Status: execution.StatusQueued})
-	if get().Status != execution.StatusRunning {
-		t.Fatal("moved back to queued")
-	}
+	require.Equal(t, execution.StatusRunning, get().Status, "moved back to queued")
 	up("3", execution.RunUpdate{Status: execution.StatusSucceeded, Output: &execution.Value{Inline: json.RawMessage(`{"ok":true}`)}})
 	r = get()
-	if r.Status != execution.StatusSucceeded || r.FinishedAt == nil || string(r.Output) != `{"ok": true}` || r.Error != nil {
-		t.Fatalf("after success: %s %v %s %s", r.Status, r.FinishedAt, r.Output, r.Error)
-	}
+	require.Equal(t, execution.StatusSucceeded, r.Status, "after success: %s %v %s %s", r.Status, r.FinishedAt, r.Output, r.Error)
+	require.NotNil(t, r.FinishedAt, "after success: %s %v %s %s", r.Status, r.FinishedAt, r.Output, r.Error)
+	require.Equal(t, `{"ok": true}`, string(r.Output), "after success: %s %v %s %s", r.Status, r.FinishedAt, r.Output, r.Error)
+	require.Nil(t, r.Error, "after success: %s %v %s %s", r.Status, r.FinishedAt, r.Output, r.Error)
 	up("4", execution.RunUpdate{Status: execution.StatusFailed, Error: &execution.RunError{Code: "X", Message: "m"}})
 	up("5", execution.RunUpdate{Status: execution.StatusRunning})
 	r = get()
-	if r.Status != execution.StatusSucceeded || r.Error != nil || string(r.Output) != `{"ok": true}` {
-		t.Fatalf("terminal status changed: %s %s", r.Status, r.Error)
-	}
+	require.Equal(t, execution.StatusSucceeded, r.Status, "terminal status changed: %s %s", r.Status, r.Error)
+	require.Nil(t, r.Error, "terminal status changed: %s %s", r.Status, r.Error)
+	require.Equal(t, `{"ok": true}`, string(r.Output), "terminal status changed: %s %s", r.Status, r.Error)
 }
 
 func TestRunUpdateFailsFromQueuedAndResolvesRefOutput(t *testing.T) {
@@ -329,32 +264,25 @@ func TestRunUpdateFailsFromQueuedAndResolvesRefOutput(t *testing.T) {
 	st := testinfra.NewStore(t)
 	ctx := context.Background()
 	failed := createRun(t, st, "t1")
-	if err := st.AppendEvents(ctx, "t1", failed.RunID, nil, &execution.RunUpdate{
-		Status: execution.StatusFailed, Error: &execution.RunError{Code: "NODE_FAILED", Message: "boom", NodeID: "n"}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.AppendEvents(ctx, "t1", failed.RunID, nil, &execution.RunUpdate{
+		Status: execution.StatusFailed, Error: &execution.RunError{Code: "NODE_FAILED", Message: "boom", NodeID: "n"}}))
 	r, _ := st.GetRun(ctx, "t1", failed.RunID)
 	var re execution.RunError
-	if err := json.Unmarshal(r.Error, &re); err != nil || re.Code != "NODE_FAILED" || re.NodeID != "n" || r.FinishedAt == nil || r.StartedAt != nil {
-		t.Fatalf("failed run: %+v %s", r, r.Error)
-	}
+	require.NoError(t, json.Unmarshal(r.Error, &re), "failed run: %+v %s", r, r.Error)
+	require.Equal(t, "NODE_FAILED", re.Code, "failed run: %+v %s", r, r.Error)
+	require.Equal(t, "n", re.NodeID, "failed run: %+v %s", r, r.Error)
+	require.NotNil(t, r.FinishedAt, "failed run: %+v %s", r, r.Error)
+	require.Nil(t, r.StartedAt, "failed run: %+v %s", r, r.Error)
 
 	ok := createRun(t, st, "t1")
 	ref, err := st.PutValue(ctx, "t1", ok.RunID, "out", "in", json.RawMessage(`{"big":[1,2,3]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.AppendEvents(ctx, "t1", ok.RunID, nil, &execution.RunUpdate{
-		Status: execution.StatusSucceeded, Output: &execution.Value{Ref: &ref}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, st.AppendEvents(ctx, "t1", ok.RunID, nil, &execution.RunUpdate{
+		Status: execution.StatusSucceeded, Output: &execution.Value{Ref: &ref}}))
 	r, _ = st.GetRun(ctx, "t1", ok.RunID)
-	if string(r.Output) != `{"big": [1, 2, 3]}` {
-		t.Fatalf("output %s", r.Output)
-	}
-	if _, err := st.GetValue(ctx, "t2", ok.RunID, ref); !errors.Is(err, failure.ErrNotFound) {
-		t.Fatalf("value of another tenant: %v", err)
-	}
+	require.Equal(t, `{"big": [1, 2, 3]}`, string(r.Output), "output %s", r.Output)
+	_, err = st.GetValue(ctx, "t2", ok.RunID, ref)
+	require.ErrorIs(t, err, failure.ErrNotFound, "value of another tenant: %v", err)
 }
 
 func TestDeleteEventsOfRunsClosedBefore(t *testing.T) {
@@ -364,27 +292,17 @@ func TestDeleteEventsOfRunsClosedBefore(t *testing.T) {
 	closed := createRun(t, st, "t1")
 	open := createRun(t, st, "t1")
 	for _, r := range []store.Run{closed, open} {
-		if err := st.AppendEvents(ctx, "t1", r.RunID, []execution.EventDraft{draft("a", "run.started", ""), draft("b", "x.y", "")}, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, st.AppendEvents(ctx, "t1", r.RunID, []execution.EventDraft{draft("a", "run.started", ""), draft("b", "x.y", "")}, nil))
 	}
-	if err := st.AppendEvents(ctx, "t1", closed.RunID, nil, &execution.RunUpdate{Status: execution.StatusSucceeded}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.AppendEvents(ctx, "t1", closed.RunID, nil, &execution.RunUpdate{Status: execution.StatusSucceeded}))
 	n, err := st.DeleteEventsOfRunsClosedBefore(ctx, time.Now().Add(time.Hour))
-	if err != nil || n != 2 {
-		t.Fatalf("deleted %d, err %v", n, err)
-	}
-	if ev := listAll(t, st, "t1", closed.RunID); len(ev) != 0 {
-		t.Fatal("closed run keeps events")
-	}
-	if ev := listAll(t, st, "t1", open.RunID); len(ev) != 2 {
-		t.Fatal("open run lost events")
-	}
-	if err := st.VerifyChain(ctx, "t1", closed.RunID); !errors.Is(err, store.ErrEventsDeleted) {
-		t.Fatalf("verify deleted: %v", err)
-	}
-	if n, err := st.DeleteEventsOfRunsClosedBefore(ctx, time.Now().Add(time.Hour)); err != nil || n != 0 {
-		t.Fatalf("second pass: %d %v", n, err)
-	}
+	require.NoError(t, err, "deleted %d, err", n)
+	require.Equal(t, int64(2), n, "deleted %d, err %v", n, err)
+	require.Empty(t, listAll(t, st, "t1", closed.RunID), "closed run keeps events")
+	require.Len(t, listAll(t, st, "t1", open.RunID), 2, "open run lost events")
+	err = st.VerifyChain(ctx, "t1", closed.RunID)
+	require.ErrorIs(t, err, store.ErrEventsDeleted, "verify deleted: %v", err)
+	n, err = st.DeleteEventsOfRunsClosedBefore(ctx, time.Now().Add(time.Hour))
+	require.NoError(t, err, "second pass: %d", n)
+	require.Equal(t, int64(0), n, "second pass: %d %v", n, err)
 }

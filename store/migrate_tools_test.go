@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/execution"
@@ -25,33 +27,25 @@ func TestMigrationGivesExistingBridgesTheToolsTheyCouldUse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, testinfra.NewEmptyDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	if err := store.MigrateTo(ctx, pool, 6); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, store.MigrateTo(ctx, pool, 6))
 	st := &store.Store{Pool: pool}
 	exec := func(sql string, args ...any) {
 		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
+		_, err = pool.Exec(ctx, sql, args...)
+		require.NoError(t, err, "%s", sql)
 	}
 
 	// The catalog as workers published it: the built-ins and crm.write@1.
 	crm := graph.ActionContract{ID: "crm.write", Version: 1, Risk: graph.RiskWorkspaceWrite, InputSchema: json.RawMessage(`{}`),
 		OutputSchema: json.RawMessage(`{}`), RequiredPermissions: []string{"crm.write"}, TimeoutMs: 1000, Idempotency: catalog.IdempotencyLedger}
-	if err := st.PublishActionContracts(ctx, append(catalog.BuiltinContracts(), crm)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.PublishActionContracts(ctx, append(catalog.BuiltinContracts(), crm)))
 	// Workflow triage of t1 pins local.lookup@1, a contract no worker
 	// published here (a revision pins what the catalog resolved then).
 	for _, tenant := range []string{"t1", "t2"} {
-		if _, err := st.CreateWorkflow(ctx, tenant, "triage", json.RawMessage(`{}`), "alice"); err != nil {
-			t.Fatal(err)
-		}
+		_, err = st.CreateWorkflow(ctx, tenant, "triage", json.RawMessage(`{}`), "alice")
+		require.NoError(t, err)
 	}
 	compiled := `{"document": {}, "actions": [
 		{"id": "local.lookup", "version": 1, "risk": "read", "requiredPermissions": [], "hash": "h1"},
@@ -84,18 +78,12 @@ func TestMigrationGivesExistingBridgesTheToolsTheyCouldUse(t *testing.T) {
 				tenant = "t2"
 			}
 			sc, err := st.GetSchedule(ctx, tenant, id)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			policies[id] = sc.ToolPolicy
-			if sc.ToolPolicyUpdatedBy != "migration 00007 (what it could use before)" {
-				t.Errorf("%s policy set by %q", id, sc.ToolPolicyUpdatedBy)
-			}
+			assert.Equal(t, "migration 00007 (what it could use before)", sc.ToolPolicyUpdatedBy, "%s policy set by %q", id, sc.ToolPolicyUpdatedBy)
 		}
 		w, err := st.GetWebhook(ctx, "t1", "whk_bob")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		policies["whk_bob"] = w.ToolPolicy
 		want := map[string][]string{
 			// notes.write held; crm.write@1 not; local.admin@1 needs admin;
@@ -109,51 +97,33 @@ func TestMigrationGivesExistingBridgesTheToolsTheyCouldUse(t *testing.T) {
 			"whk_bob": {"core.echo@1", "core.fail@1", "core.sleep@1", "crm.write@1", "local.lookup@1"},
 		}
 		for id, p := range want {
-			if !slices.Equal(policies[id], p) {
-				t.Errorf("%s policy %v, want %v", id, policies[id], p)
-			}
+			assert.True(t, slices.Equal(policies[id], p), "%s policy %v, want %v", id, policies[id], p)
 		}
 		notes, err := st.ListNotes(ctx, "t1", 10, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, n := range notes {
 			switch n.Title {
 			case "kept":
-				if n.Actor == nil || *n.Actor != (execution.Actor{Kind: "service", Sub: "schedule:sch_alice", ConfiguredBy: "alice"}) || n.RequestedBy != "alice" {
-					t.Errorf("note of r1 attributed to %+v %q", n.Actor, n.RequestedBy)
-				}
+				assert.False(t, n.Actor == nil || *n.Actor != (execution.Actor{Kind: "service", Sub: "schedule:sch_alice", ConfiguredBy: "alice"}) || n.RequestedBy != "alice", "note of r1 attributed to %+v %q", n.Actor, n.RequestedBy)
 			case "orphan":
-				if n.Actor != nil || n.RequestedBy != "" {
-					t.Errorf("orphan note attributed to %+v %q", n.Actor, n.RequestedBy)
-				}
+				assert.False(t, n.Actor != nil || n.RequestedBy != "", "orphan note attributed to %+v %q", n.Actor, n.RequestedBy)
 			}
 		}
 	}
-	if err := store.MigrateTo(ctx, pool, 7); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, store.MigrateTo(ctx, pool, 7))
 	// The store reads the latest schema; later migrations leave policies alone.
-	if err := store.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, store.Migrate(ctx, pool))
 	check()
 	// The migration rolls back and applies again.
-	if err := store.MigrateTo(ctx, pool, 6); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, store.MigrateTo(ctx, pool, 6))
+	require.NoError(t, store.Migrate(ctx, pool))
 	check()
 
 	// A schedule created after the migration has no tool unless given one.
 	sc, err := st.CreateSchedule(ctx, store.Schedule{TenantID: "t1", ScheduleID: "sch_new", WorkflowKey: "triage",
 		Spec: store.ScheduleSpec{Every: "1h"}, CreatedBy: "alice", Scopes: []string{"runs.execute"}, TemporalScheduleID: "ts3"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sc.ToolPolicy == nil || len(sc.ToolPolicy) != 0 || sc.ToolPolicyUpdatedBy != "alice" {
-		t.Fatalf("new schedule policy %#v by %q", sc.ToolPolicy, sc.ToolPolicyUpdatedBy)
-	}
+	require.NoError(t, err)
+	require.NotNil(t, sc.ToolPolicy, "new schedule policy %#v by %q", sc.ToolPolicy, sc.ToolPolicyUpdatedBy)
+	require.Empty(t, sc.ToolPolicy, "new schedule policy %#v by %q", sc.ToolPolicy, sc.ToolPolicyUpdatedBy)
+	require.Equal(t, "alice", sc.ToolPolicyUpdatedBy, "new schedule policy %#v by %q", sc.ToolPolicy, sc.ToolPolicyUpdatedBy)
 }

@@ -3,9 +3,10 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
@@ -33,31 +34,28 @@ func TestWriteNoteOnceIsExactlyOncePerKey(t *testing.T) {
 	}
 	wg.Wait()
 	for _, id := range ids {
-		if id == "" || id != ids[0] {
-			t.Fatalf("ids differ: %v", ids)
-		}
+		require.NotEmpty(t, id, "ids differ: %v", ids)
+		require.Equal(t, ids[0], id, "ids differ: %v", ids)
 	}
 	_, err := st.WriteNoteOnce(ctx, "t1", "r1", "save", "t1/r1/save", "h2", "Item b", body, scheduleActor)
-	if !errors.Is(err, store.ErrLedgerConflict) || failure.CodeOf(err) != failure.CodeIdempotencyConflict {
-		t.Fatalf("other input: %v", err)
-	}
+	require.ErrorIs(t, err, store.ErrLedgerConflict, "other input: %v", err)
+	require.Equal(t, failure.CodeIdempotencyConflict, failure.CodeOf(err), "other input: %v", err)
 	// The same key in another tenant is another note.
 	other, err := st.WriteNoteOnce(ctx, "t2", "r9", "save", "t1/r1/save", "h1", "x", body, execution.Actor{Kind: "user", Sub: "mallory"})
-	if err != nil || other == ids[0] {
-		t.Fatalf("other tenant: %s %v", other, err)
-	}
+	require.NoError(t, err, "other tenant: %s", other)
+	require.NotEqual(t, ids[0], other, "other tenant: %s %v", other, err)
 	notes, err := st.ListNotes(ctx, "t1", 10, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(notes) != 1 || notes[0].NoteID != ids[0] || notes[0].RunID != "r1" || notes[0].NodeID != "save" || notes[0].Title != "Item a" {
-		t.Fatalf("notes: %+v", notes)
-	}
+	require.NoError(t, err)
+	require.Len(t, notes, 1, "notes: %+v", notes)
+	require.Equal(t, ids[0], notes[0].NoteID, "notes: %+v", notes)
+	require.Equal(t, "r1", notes[0].RunID, "notes: %+v", notes)
+	require.Equal(t, "save", notes[0].NodeID, "notes: %+v", notes)
+	require.Equal(t, "Item a", notes[0].Title, "notes: %+v", notes)
 	// The note names who acted: the schedule's service actor and the user
 	// who configured it.
-	if notes[0].Actor == nil || *notes[0].Actor != scheduleActor || notes[0].RequestedBy != "alice" {
-		t.Fatalf("author: %+v %q", notes[0].Actor, notes[0].RequestedBy)
-	}
+	require.NotNil(t, notes[0].Actor, "author: %+v %q", notes[0].Actor, notes[0].RequestedBy)
+	require.True(t, *notes[0].Actor == scheduleActor, "author: %+v %q", notes[0].Actor, notes[0].RequestedBy)
+	require.Equal(t, "alice", notes[0].RequestedBy, "author: %+v %q", notes[0].Actor, notes[0].RequestedBy)
 }
 
 var scheduleActor = execution.Actor{Kind: "service", Sub: "schedule:sch_a", ConfiguredBy: "alice"}
@@ -68,17 +66,14 @@ func TestListNotesPages(t *testing.T) {
 	ctx := context.Background()
 	for i := range 5 {
 		key := string(rune('a' + i))
-		if _, err := st.WriteNoteOnce(ctx, "t1", "r", "n", key, "h", key, json.RawMessage(`1`), execution.Actor{Kind: "user", Sub: "ada"}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := st.WriteNoteOnce(ctx, "t1", "r", "n", key, "h", key, json.RawMessage(`1`), execution.Actor{Kind: "user", Sub: "ada"})
+		require.NoError(t, err)
 	}
 	var titles []string
 	var before *store.NoteCursor
 	for {
 		page, err := st.ListNotes(ctx, "t1", 2, before)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if len(page) == 0 {
 			break
 		}
@@ -88,7 +83,7 @@ func TestListNotesPages(t *testing.T) {
 		c := page[len(page)-1].Cursor()
 		before = &c
 	}
-	if len(titles) != 5 || titles[0] != "e" || titles[4] != "a" {
-		t.Fatalf("titles %v", titles)
-	}
+	require.Len(t, titles, 5, "titles %v", titles)
+	require.Equal(t, "e", titles[0], "titles %v", titles)
+	require.Equal(t, "a", titles[4], "titles %v", titles)
 }

@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -28,19 +30,17 @@ func TestAddRevocationReportsCreation(t *testing.T) {
 	ctx := context.Background()
 
 	first, created, err := st.AddRevocation(ctx, "t1", "alice", "notes.write")
-	if err != nil || !created {
-		t.Fatalf("first add: created=%v err=%v", created, err)
-	}
-	if first.TenantID != "t1" || first.Sub != "alice" || first.Scope != "notes.write" || first.CreatedAt.IsZero() {
-		t.Fatalf("first add returned %+v", first)
-	}
+	require.NoError(t, err, "first add: created=%v err", created)
+	require.True(t, created, "first add: created=%v err=%v", created, err)
+	require.Equal(t, "t1", first.TenantID, "first add returned %+v", first)
+	require.Equal(t, "alice", first.Sub, "first add returned %+v", first)
+	require.Equal(t, "notes.write", first.Scope, "first add returned %+v", first)
+	require.False(t, first.CreatedAt.IsZero(), "first add returned %+v", first)
 	again, created, err := st.AddRevocation(ctx, "t1", "alice", "notes.write")
-	if err != nil || created || !again.CreatedAt.Equal(first.CreatedAt) {
-		t.Fatalf("second add: %+v created=%v err=%v, want the first row, not created", again, created, err)
-	}
-	if err := st.Revoke(ctx, "t1", "alice", "notes.write"); err != nil {
-		t.Fatalf("Revoke of an existing revocation: %v", err)
-	}
+	require.NoError(t, err, "second add: %+v created=%v err=%v, want the first row, not created", again, created, err)
+	require.False(t, created, "second add: %+v created=%v err=%v, want the first row, not created", again, created, err)
+	require.True(t, again.CreatedAt.Equal(first.CreatedAt), "second add: %+v created=%v err=%v, want the first row, not created", again, created, err)
+	require.NoError(t, st.Revoke(ctx, "t1", "alice", "notes.write"), "Revoke of an existing revocation")
 
 	// Concurrent adds of a new revocation: exactly one creates it.
 	var wg sync.WaitGroup
@@ -62,14 +62,11 @@ func TestAddRevocationReportsCreation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if creations != 1 {
-		t.Fatalf("%d concurrent adds created the revocation, want exactly 1", creations)
-	}
+	require.Equal(t, 1, creations, "%d concurrent adds created the revocation, want exactly 1", creations)
 
 	for _, args := range [][3]string{{"", "a", "s"}, {"t", "", "s"}, {"t", "a", ""}} {
-		if _, _, err := st.AddRevocation(ctx, args[0], args[1], args[2]); failure.CodeOf(err) != failure.CodeInvalidRequest {
-			t.Errorf("AddRevocation%q: err = %v, want INVALID_REQUEST", args, err)
-		}
+		_, _, err = st.AddRevocation(ctx, args[0], args[1], args[2])
+		assert.Equal(t, failure.CodeInvalidRequest, failure.CodeOf(err), "AddRevocation%q: err = %v, want INVALID_REQUEST", args, err)
 	}
 }
 
@@ -84,31 +81,22 @@ func TestListRevocationsPagesByTenantAndSub(t *testing.T) {
 		{"t1", "carol", "notes.write"}, {"t1", "alice", "runs.execute"}, {"t1", "bob", "runs.execute"},
 		{"t1", "alice", "notes.write"}, {"t2", "alice", "notes.write"}, {"t2", "dave", "runs.read"},
 	} {
-		if err := st.Revoke(ctx, r[0], r[1], r[2]); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, st.Revoke(ctx, r[0], r[1], r[2]))
 	}
 	want := []string{"t1/alice/notes.write", "t1/alice/runs.execute", "t1/bob/runs.execute", "t1/carol/notes.write"}
 
 	all, err := st.ListRevocations(ctx, "t1", "", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := revocationKeys(all); !slices.Equal(got, want) {
-		t.Fatalf("t1 revocations = %v, want %v", got, want)
-	}
+	require.NoError(t, err)
+	got := revocationKeys(all)
+	require.True(t, slices.Equal(got, want), "t1 revocations = %v, want %v", got, want)
 
 	// Pages of 3 then the rest, from the last row of each page.
 	var paged []store.Revocation
 	var after *store.RevocationCursor
 	for pages := 0; ; pages++ {
-		if pages > 3 {
-			t.Fatal("paging does not end")
-		}
+		require.LessOrEqual(t, pages, 3, "paging does not end")
 		page, err := st.ListRevocations(ctx, "t1", "", after, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if len(page) == 0 {
 			break
 		}
@@ -116,35 +104,25 @@ func TestListRevocationsPagesByTenantAndSub(t *testing.T) {
 		last := page[len(page)-1]
 		after = &store.RevocationCursor{Sub: last.Sub, Scope: last.Scope}
 	}
-	if got := revocationKeys(paged); !slices.Equal(got, want) {
-		t.Fatalf("paged = %v, want %v", got, want)
-	}
+	got = revocationKeys(paged)
+	require.True(t, slices.Equal(got, want), "paged = %v, want %v", got, want)
 
 	alice, err := st.ListRevocations(ctx, "t1", "alice", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := revocationKeys(alice); !slices.Equal(got, want[:2]) {
-		t.Fatalf("alice's = %v, want %v", got, want[:2])
-	}
+	require.NoError(t, err)
+	got = revocationKeys(alice)
+	require.True(t, slices.Equal(got, want[:2]), "alice's = %v, want %v", got, want[:2])
 	rest, err := st.ListRevocations(ctx, "t1", "alice", &store.RevocationCursor{Sub: "alice", Scope: "notes.write"}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := revocationKeys(rest); !slices.Equal(got, want[1:2]) {
-		t.Fatalf("alice's after notes.write = %v, want %v", got, want[1:2])
-	}
+	require.NoError(t, err)
+	got = revocationKeys(rest)
+	require.True(t, slices.Equal(got, want[1:2]), "alice's after notes.write = %v, want %v", got, want[1:2])
 	none, err := st.ListRevocations(ctx, "t3", "", nil, 0)
-	if err != nil || none == nil || len(none) != 0 {
-		t.Fatalf("a tenant without revocations: %v (nil %v) %v", none, none == nil, err)
-	}
+	require.NoError(t, err, "a tenant without revocations: %v (nil %v)", none, none == nil)
+	require.NotNil(t, none, "a tenant without revocations: %v (nil %v) %v", none, none == nil, err)
+	require.Empty(t, none, "a tenant without revocations: %v (nil %v) %v", none, none == nil, err)
 	other, err := st.ListRevocations(ctx, "t2", "", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := revocationKeys(other); !slices.Equal(got, []string{"t2/alice/notes.write", "t2/dave/runs.read"}) {
-		t.Fatalf("t2 revocations = %v", got)
-	}
+	require.NoError(t, err)
+	got = revocationKeys(other)
+	require.True(t, slices.Equal(got, []string{"t2/alice/notes.write", "t2/dave/runs.read"}), "t2 revocations = %v", got)
 }
 
 // TestDeleteRevocationIsTenantScoped: deleting reports a missing (or
@@ -153,25 +131,17 @@ func TestDeleteRevocationIsTenantScoped(t *testing.T) {
 	t.Parallel()
 	st := testinfra.NewStore(t)
 	ctx := context.Background()
-	if err := st.Revoke(ctx, "t1", "alice", "notes.write"); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.DeleteRevocation(ctx, "t2", "alice", "notes.write"); !errors.Is(err, failure.ErrNotFound) {
-		t.Fatalf("another tenant's delete: %v, want not found", err)
-	}
-	if scopes, err := st.RevokedScopes(ctx, "t1", "alice"); err != nil || !slices.Equal(scopes, []string{"notes.write"}) {
-		t.Fatalf("after a foreign delete: %v %v", scopes, err)
-	}
-	if err := st.DeleteRevocation(ctx, "t1", "alice", "notes.write"); err != nil {
-		t.Fatalf("delete: %v", err)
-	}
-	if scopes, err := st.RevokedScopes(ctx, "t1", "alice"); err != nil || len(scopes) != 0 {
-		t.Fatalf("after delete: %v %v", scopes, err)
-	}
-	if err := st.DeleteRevocation(ctx, "t1", "alice", "notes.write"); !errors.Is(err, failure.ErrNotFound) {
-		t.Fatalf("second delete: %v, want not found", err)
-	}
-	if err := st.Unrevoke(ctx, "t1", "alice", "notes.write"); err != nil {
-		t.Fatalf("Unrevoke of a missing revocation: %v", err)
-	}
+	require.NoError(t, st.Revoke(ctx, "t1", "alice", "notes.write"))
+	err := st.DeleteRevocation(ctx, "t2", "alice", "notes.write")
+	require.ErrorIs(t, err, failure.ErrNotFound, "another tenant's delete: %v, want not found", err)
+	scopes, err := st.RevokedScopes(ctx, "t1", "alice")
+	require.NoError(t, err, "after a foreign delete: %v", scopes)
+	require.True(t, slices.Equal(scopes, []string{"notes.write"}), "after a foreign delete: %v %v", scopes, err)
+	require.NoError(t, st.DeleteRevocation(ctx, "t1", "alice", "notes.write"), "delete")
+	scopes, err = st.RevokedScopes(ctx, "t1", "alice")
+	require.NoError(t, err, "after delete: %v", scopes)
+	require.Empty(t, scopes, "after delete: %v %v", scopes, err)
+	err = st.DeleteRevocation(ctx, "t1", "alice", "notes.write")
+	require.ErrorIs(t, err, failure.ErrNotFound, "second delete: %v, want not found", err)
+	require.NoError(t, st.Unrevoke(ctx, "t1", "alice", "notes.write"), "Unrevoke of a missing revocation")
 }

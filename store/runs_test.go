@@ -3,13 +3,14 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
@@ -40,9 +41,8 @@ func createRun(t *testing.T, st *store.Store, tenant string) store.Run {
 	t.Helper()
 	idem := uuid.NewString()
 	r, created, err := st.CreateRun(context.Background(), newRunValue(tenant, "wf", idem), idem)
-	if err != nil || !created {
-		t.Fatalf("create run: created=%v err=%v", created, err)
-	}
+	require.NoError(t, err, "create run: created=%v err", created)
+	require.True(t, created, "create run: created=%v err=%v", created, err)
 	return r
 }
 
@@ -71,32 +71,21 @@ func TestCreateRunConcurrentSameKeyCreatesOneRun(t *testing.T) {
 	createdCount := 0
 	var runID string
 	for i, r := range results {
-		if r.err != nil {
-			t.Fatalf("caller %d: %v", i, r.err)
-		}
+		require.NoError(t, r.err, "caller %d", i)
 		if r.created {
 			createdCount++
 		}
 		if runID == "" {
 			runID = r.run.RunID
 		}
-		if r.run.RunID != runID {
-			t.Fatalf("caller %d got run %s, others %s", i, r.run.RunID, runID)
-		}
-		if r.run.Status != execution.StatusQueued {
-			t.Fatalf("status %q", r.run.Status)
-		}
+		require.Equal(t, runID, r.run.RunID, "caller %d got run %s, others %s", i, r.run.RunID, runID)
+		require.Equal(t, execution.StatusQueued, r.run.Status, "status %q", r.run.Status)
 	}
-	if createdCount != 1 {
-		t.Fatalf("created=%d, want exactly 1", createdCount)
-	}
+	require.Equal(t, 1, createdCount, "created=%d, want exactly 1", createdCount)
 	var runs, bindings int
-	if err := st.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM idempotency_bindings)`).Scan(&runs, &bindings); err != nil {
-		t.Fatal(err)
-	}
-	if runs != 1 || bindings != 1 {
-		t.Fatalf("runs=%d bindings=%d, want 1 and 1", runs, bindings)
-	}
+	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM idempotency_bindings)`).Scan(&runs, &bindings))
+	require.Equal(t, 1, runs, "runs=%d bindings=%d, want 1 and 1", runs, bindings)
+	require.Equal(t, 1, bindings, "runs=%d bindings=%d, want 1 and 1", runs, bindings)
 }
 
 func TestCreateRunReturnsBoundRunForOtherInput(t *testing.T) {
@@ -104,23 +93,19 @@ func TestCreateRunReturnsBoundRunForOtherInput(t *testing.T) {
 	st := testinfra.NewStore(t)
 	ctx := context.Background()
 	first, created, err := st.CreateRun(ctx, newRunValue("t1", "wf", "k"), "k")
-	if err != nil || !created {
-		t.Fatal(created, err)
-	}
+	require.NoError(t, err, fmt.Sprint(created, err))
+	require.True(t, created, fmt.Sprint(created, err))
 	other := newRunValue("t1", "wf", "k")
 	other.InputHash = "h2"
 	got, created, err := st.CreateRun(ctx, other, "k")
-	if err != nil || created {
-		t.Fatalf("created=%v err=%v", created, err)
-	}
-	if got.RunID != first.RunID || got.InputHash != "h1" {
-		t.Fatalf("bound run %+v", got)
-	}
+	require.NoError(t, err, "created=%v err", created)
+	require.False(t, created, "created=%v err=%v", created, err)
+	require.Equal(t, first.RunID, got.RunID, "bound run %+v", got)
+	require.Equal(t, "h1", got.InputHash, "bound run %+v", got)
 	// The same key in another tenant is another binding.
 	_, created, err = st.CreateRun(ctx, newRunValue("t2", "wf", "k"), "k")
-	if err != nil || !created {
-		t.Fatalf("other tenant: created=%v err=%v", created, err)
-	}
+	require.NoError(t, err, "other tenant: created=%v err", created)
+	require.True(t, created, "other tenant: created=%v err=%v", created, err)
 }
 
 func TestCreateRunRefusesIncompleteRun(t *testing.T) {
@@ -129,9 +114,7 @@ func TestCreateRunRefusesIncompleteRun(t *testing.T) {
 	r := newRunValue("t1", "wf", "k")
 	r.WorkflowID = ""
 	_, _, err := st.CreateRun(context.Background(), r, "k")
-	if failure.CodeOf(err) != failure.CodeInvalidRequest {
-		t.Fatalf("err = %v", err)
-	}
+	require.Equal(t, failure.CodeInvalidRequest, failure.CodeOf(err), "err = %v", err)
 }
 
 func TestGetRunRoundTripAndTenantIsolation(t *testing.T) {
@@ -144,23 +127,20 @@ func TestGetRunRoundTripAndTenantIsolation(t *testing.T) {
 	in.Mode = string(execution.ModeSimulation)
 	in.Fixtures = json.RawMessage(`{"n":{"output":1}}`)
 	created, _, err := st.CreateRun(ctx, in, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, err := st.GetRun(ctx, "t1", created.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Actor != in.Actor || got.Origin != in.Origin || *got.DraftRevision != 3 || string(got.Usage) != "{}" ||
-		len(got.Permissions) != 1 || got.WorkflowID != in.WorkflowID || got.StartedAt != nil {
-		t.Fatalf("round trip: %+v", got)
-	}
-	if _, err := st.GetRun(ctx, "t2", created.RunID); !errors.Is(err, failure.ErrNotFound) {
-		t.Fatalf("other tenant: %v", err)
-	}
-	if _, err := st.GetRun(ctx, "t1", "nope"); !errors.Is(err, failure.ErrNotFound) {
-		t.Fatalf("missing: %v", err)
-	}
+	require.NoError(t, err)
+	require.True(t, got.Actor == in.Actor, "round trip: %+v", got)
+	require.True(t, got.Origin == in.Origin, "round trip: %+v", got)
+	require.Equal(t, 3, *got.DraftRevision, "round trip: %+v", got)
+	require.Equal(t, "{}", string(got.Usage), "round trip: %+v", got)
+	require.Len(t, got.Permissions, 1, "round trip: %+v", got)
+	require.Equal(t, in.WorkflowID, got.WorkflowID, "round trip: %+v", got)
+	require.Nil(t, got.StartedAt, "round trip: %+v", got)
+	_, err = st.GetRun(ctx, "t2", created.RunID)
+	require.ErrorIs(t, err, failure.ErrNotFound, "other tenant: %v", err)
+	_, err = st.GetRun(ctx, "t1", "nope")
+	require.ErrorIs(t, err, failure.ErrNotFound, "missing: %v", err)
 }
 
 func TestListRunsKeysetAndFilters(t *testing.T) {
@@ -174,9 +154,7 @@ func TestListRunsKeysetAndFilters(t *testing.T) {
 			key = "b"
 		}
 		r, _, err := st.CreateRun(ctx, newRunValue("t1", key, fmt.Sprint(i)), fmt.Sprint(i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ids = append(ids, r.RunID)
 	}
 	createRun(t, st, "t2")
@@ -185,9 +163,7 @@ func TestListRunsKeysetAndFilters(t *testing.T) {
 	var before *store.RunCursor
 	for {
 		page, err := st.ListRuns(ctx, "t1", store.RunFilter{Before: before, Limit: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if len(page) == 0 {
 			break
 		}
@@ -197,20 +173,15 @@ func TestListRunsKeysetAndFilters(t *testing.T) {
 		c := page[len(page)-1].Cursor()
 		before = &c
 	}
-	if len(seen) != 5 {
-		t.Fatalf("paged %d runs, want 5: %v", len(seen), seen)
-	}
-	if seen[0] != ids[4] || seen[4] != ids[0] {
-		t.Fatalf("not newest first: %v vs %v", seen, ids)
-	}
+	require.Len(t, seen, 5, "paged %d runs, want 5: %v", len(seen), seen)
+	require.Equal(t, ids[4], seen[0], "not newest first: %v vs %v", seen, ids)
+	require.Equal(t, ids[0], seen[4], "not newest first: %v vs %v", seen, ids)
 	b, err := st.ListRuns(ctx, "t1", store.RunFilter{WorkflowKey: "b"})
-	if err != nil || len(b) != 2 {
-		t.Fatalf("filter by key: %d %v", len(b), err)
-	}
+	require.NoError(t, err, "filter by key: %d", len(b))
+	require.Len(t, b, 2, "filter by key: %d %v", len(b), err)
 	none, err := st.ListRuns(ctx, "t1", store.RunFilter{Status: execution.StatusRunning})
-	if err != nil || len(none) != 0 {
-		t.Fatalf("filter by status: %d %v", len(none), err)
-	}
+	require.NoError(t, err, "filter by status: %d", len(none))
+	require.Empty(t, none, "filter by status: %d %v", len(none), err)
 }
 
 func TestQueuedRunsAndTemporalRunID(t *testing.T) {
@@ -219,70 +190,54 @@ func TestQueuedRunsAndTemporalRunID(t *testing.T) {
 	ctx := context.Background()
 	old := createRun(t, st, "t1")
 	running := createRun(t, st, "t2")
-	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '1 minute', admitted_at = now() - interval '1 minute'`); err != nil {
-		t.Fatal(err)
-	}
+	_, err := st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '1 minute', admitted_at = now() - interval '1 minute'`)
+	require.NoError(t, err)
 	fresh := createRun(t, st, "t1")
 	_ = fresh
-	if err := st.AppendEvents(ctx, "t2", running.RunID, nil, &execution.RunUpdate{Status: execution.StatusRunning}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.AppendEvents(ctx, "t2", running.RunID, nil, &execution.RunUpdate{Status: execution.StatusRunning}))
 	q, err := st.QueuedRuns(ctx, 30*time.Second, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(q) != 1 || q[0].RunID != old.RunID {
-		t.Fatalf("queued: %+v", q)
-	}
-	if err := st.SetTemporalRunID(ctx, old.RunID, "tr-1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.SetTemporalRunID(ctx, old.RunID, "tr-2"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.Len(t, q, 1, "queued: %+v", q)
+	require.Equal(t, old.RunID, q[0].RunID, "queued: %+v", q)
+	require.NoError(t, st.SetTemporalRunID(ctx, old.RunID, "tr-1"))
+	require.NoError(t, st.SetTemporalRunID(ctx, old.RunID, "tr-2"))
 	got, _ := st.GetRun(ctx, "t1", old.RunID)
-	if got.TemporalRunID != "tr-1" {
-		t.Fatalf("temporal run id %q, want the first", got.TemporalRunID)
-	}
-	if err := st.SetTemporalRunID(ctx, "missing", "x"); !errors.Is(err, failure.ErrNotFound) {
-		t.Fatalf("missing run: %v", err)
-	}
+	require.Equal(t, "tr-1", got.TemporalRunID, "temporal run id %q, want the first", got.TemporalRunID)
+	err = st.SetTemporalRunID(ctx, "missing", "x")
+	require.ErrorIs(t, err, failure.ErrNotFound, "missing run: %v", err)
 }
 
 func TestBoundRunAndTenantName(t *testing.T) {
 	t.Parallel()
 	st := testinfra.NewStore(t)
 	ctx := context.Background()
-	if _, ok, err := st.BoundRun(ctx, "t1", "wf", "k"); err != nil || ok {
-		t.Fatalf("unbound key: ok=%v err=%v", ok, err)
-	}
+	_, ok, err := st.BoundRun(ctx, "t1", "wf", "k")
+	require.NoError(t, err, "unbound key: ok=%v", ok)
+	require.False(t, ok, "unbound key: ok=%v err=%v", ok, err)
 	r := newRunValue("t1", "wf", "k")
 	r.TenantName = "Acme Corp"
 	created, _, err := st.CreateRun(ctx, r, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if created.TenantName != "Acme Corp" {
-		t.Fatalf("created tenant name %q", created.TenantName)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "Acme Corp", created.TenantName, "created tenant name %q", created.TenantName)
 	bound, ok, err := st.BoundRun(ctx, "t1", "wf", "k")
-	if err != nil || !ok || bound.RunID != created.RunID || bound.TenantName != "Acme Corp" || bound.InputHash != "h1" {
-		t.Fatalf("bound = %+v ok=%v err=%v", bound, ok, err)
-	}
+	require.NoError(t, err, "bound = %+v ok=%v err", bound, ok)
+	require.True(t, ok, "bound = %+v ok=%v err=%v", bound, ok, err)
+	require.Equal(t, created.RunID, bound.RunID, "bound = %+v ok=%v err=%v", bound, ok, err)
+	require.Equal(t, "Acme Corp", bound.TenantName, "bound = %+v ok=%v err=%v", bound, ok, err)
+	require.Equal(t, "h1", bound.InputHash, "bound = %+v ok=%v err=%v", bound, ok, err)
 	// Bindings are scoped by tenant and workflow key.
 	for _, k := range [][2]string{{"t2", "wf"}, {"t1", "other"}} {
-		if _, ok, err := st.BoundRun(ctx, k[0], k[1], "k"); err != nil || ok {
-			t.Fatalf("%v: ok=%v err=%v", k, ok, err)
-		}
+		_, ok, err := st.BoundRun(ctx, k[0], k[1], "k")
+		require.NoError(t, err, "%v: ok=%v err", k, ok)
+		require.False(t, ok, "%v: ok=%v err=%v", k, ok, err)
 	}
 	// The sweeper reads it back with the queued runs.
-	if _, err := st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '1 minute', admitted_at = now() - interval '1 minute'`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = st.Pool.Exec(ctx, `UPDATE runs SET created_at = now() - interval '1 minute', admitted_at = now() - interval '1 minute'`)
+	require.NoError(t, err)
 	queued, err := st.QueuedRuns(ctx, time.Second, 10)
-	if err != nil || len(queued) != 1 || queued[0].TenantName != "Acme Corp" {
-		t.Fatalf("queued = %+v err=%v", queued, err)
-	}
+	require.NoError(t, err, "queued = %+v err", queued)
+	require.Len(t, queued, 1, "queued = %+v err=%v", queued, err)
+	require.Equal(t, "Acme Corp", queued[0].TenantName, "queued = %+v err=%v", queued, err)
 }
 
 // TestRunsByStatus counts the runs of every tenant by status; statuses
@@ -292,23 +247,17 @@ func TestRunsByStatus(t *testing.T) {
 	st := testinfra.NewStore(t)
 	ctx := context.Background()
 	got, err := st.RunsByStatus(ctx)
-	if err != nil || len(got) != 0 {
-		t.Fatalf("empty table: %v, %v", got, err)
-	}
+	require.NoError(t, err, "empty table: %v,", got)
+	require.Empty(t, got, "empty table: %v, %v", got, err)
 	for _, r := range []struct{ tenant, status string }{
 		{"t1", "succeeded"}, {"t2", "succeeded"}, {"t1", "failed"}, {"t2", "queued"},
 	} {
 		run := createRun(t, st, r.tenant)
-		if _, err := st.Pool.Exec(ctx, `UPDATE runs SET status = $2 WHERE run_id = $1`, run.RunID, r.status); err != nil {
-			t.Fatal(err)
-		}
+		_, err = st.Pool.Exec(ctx, `UPDATE runs SET status = $2 WHERE run_id = $1`, run.RunID, r.status)
+		require.NoError(t, err)
 	}
 	got, err = st.RunsByStatus(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := map[string]int64{"succeeded": 2, "failed": 1, "queued": 1}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("RunsByStatus = %v, want %v", got, want)
-	}
+	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "RunsByStatus = %v, want %v", got, want)
 }

@@ -4,20 +4,16 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/store"
 )
 
 func TestMigrateIsIdempotent(t *testing.T) {
 	st := testinfra.NewStore(t)
-	if err := store.Migrate(context.Background(), st.Pool); err != nil {
-		t.Fatalf("second migrate: %v", err)
-	}
+	require.NoError(t, store.Migrate(context.Background(), st.Pool), "second migrate")
 	var n int
-	if err := st.Pool.QueryRow(context.Background(), "SELECT count(*) FROM goose_db_version").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n < 2 {
-		t.Fatalf("expected applied migrations recorded, got %d rows", n)
-	}
+	require.NoError(t, st.Pool.QueryRow(context.Background(), "SELECT count(*) FROM goose_db_version").Scan(&n))
+	require.GreaterOrEqual(t, n, 2, "expected applied migrations recorded, got %d rows", n)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -89,62 +91,44 @@ func TestDiamondRunAndDeepLinks(t *testing.T) {
 	// Taken edges highlighted, the dead path dimmed.
 	waitFor(t, ctx, "4 taken and 2 dead edges", `document.querySelectorAll('.react-flow__edge.edge-taken').length === 4 &&
 		document.querySelectorAll('.react-flow__edge.edge-dead').length === 2`)
-	if !eval[bool](t, ctx, `document.querySelector('[data-node-id=big]').classList.contains('dead-path')`) {
-		t.Error("the skipped branch is not shown as a dead path")
-	}
+	assert.True(t, eval[bool](t, ctx, `document.querySelector('[data-node-id=big]').classList.contains('dead-path')`), "the skipped branch is not shown as a dead path")
 	// Every event, each with its data.
 	events := len(w.do(t, http.MethodGet, "/v1/runs/"+id+"/events?limit=500", nil).JSON(t)["events"].([]any))
 	waitFor(t, ctx, fmt.Sprintf("%d events listed", events), fmt.Sprintf(`document.querySelectorAll('[data-testid=event-list] tr.ev').length === %d`, events))
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.ev[data-type="run.succeeded"]`))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.ev[data-type="run.succeeded"]`))))
 	waitFor(t, ctx, "the run.succeeded event's data", `[...document.querySelectorAll('tr.ev-data pre')].some(p => p.textContent.includes('"nodeId": "out"'))`)
 	// The selected node's panel: attempts and pinned action.
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-node-id=small]`))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-node-id=small]`))))
 	waitFor(t, ctx, "the node panel", `document.querySelector('[data-testid=node-panel]')?.textContent.includes('core.echo@1')`)
-	if got := eval[string](t, ctx, `document.querySelector('[data-testid=temporal-link]').href`); !strings.Contains(got, "/workflows/weft-diamond-") {
-		t.Errorf("Temporal Web UI link %q does not name the workflow id weft-diamond-<hash>", got)
-	}
+	got := eval[string](t, ctx, `document.querySelector('[data-testid=temporal-link]').href`)
+	assert.Contains(t, got, "/workflows/weft-diamond-", "Temporal Web UI link %q does not name the workflow id weft-diamond-<hash>", got)
 	screenshot(t, ctx, "canvas-run")
 
 	// No token in the address bar; a reload keeps the view and the sign-in.
-	if loc := eval[string](t, ctx, `location.href`); strings.Contains(loc, "token") || !strings.HasSuffix(loc, "/ui/runs/"+id) {
-		t.Fatalf("address after sign-in: %s", loc)
-	}
-	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
-		t.Fatal(err)
-	}
+	loc := eval[string](t, ctx, `location.href`)
+	require.NotContains(t, loc, "token", "address after sign-in: %s", loc)
+	require.True(t, strings.HasSuffix(loc, "/ui/runs/"+id), "address after sign-in: %s", loc)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Reload()))
 	waitFor(t, ctx, "the same run after a reload", fmt.Sprintf(`location.pathname === '/ui/runs/%s' && %s && %s`, id,
 		nodeStatus("small", "succeeded"), nodeStatus("big", "skipped")))
 
 	// The revision's deep link: the graph, the compiled order, a node's
 	// mapping, pinned action, retry and permissions; then a reload.
-	if err := chromedp.Do(ctx, chromedp.Navigate(w.api+"/ui/workflows/diamond/revisions/1")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.api+"/ui/workflows/diamond/revisions/1")))
 	waitFor(t, ctx, "the revision graph", `document.querySelector('[data-testid=graph-canvas]')?.dataset.laidOut === 'true' &&
 		document.querySelectorAll('[data-node-id]').length === 6`)
-	if got := eval[string](t, ctx, `document.querySelector('[data-testid=compiled-order]').textContent`); !strings.Contains(got, "in→check→") {
-		t.Errorf("compiled order shows %q", got)
-	}
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-node-id=small]`))); err != nil {
-		t.Fatal(err)
-	}
+	got = eval[string](t, ctx, `document.querySelector('[data-testid=compiled-order]').textContent`)
+	assert.Contains(t, got, "in→check→", "compiled order shows %q", got)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-node-id=small]`))))
 	waitFor(t, ctx, "the node panel with the mapping", `document.querySelector('[data-testid=mapping]')?.textContent.includes('small {{ item.id }}')`)
 	screenshot(t, ctx, "canvas-workflow")
-	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Reload()))
 	waitFor(t, ctx, "the revision after a reload", `location.pathname === '/ui/workflows/diamond/revisions/1' &&
 		document.querySelector('[data-testid=revision-title]')?.textContent.includes('r1')`)
 
 	// The link weft dev printed signs a fresh tab in.
 	ctx2 := w.tab(t)
-	if err := chromedp.Do(ctx2, chromedp.Navigate(strings.Replace(w.canvasLink, "localhost", "127.0.0.1", 1))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx2, chromedp.Navigate(strings.Replace(w.canvasLink, "localhost", "127.0.0.1", 1))))
 	waitFor(t, ctx2, "the workflow list via the printed link", `!!document.querySelector('[data-testid=workflow-list]') &&
 		document.body.innerText.includes('diamond') && location.hash === '' && !!document.querySelector('.dots a.dot')`)
 }
@@ -156,18 +140,15 @@ func TestSimulationRun(t *testing.T) {
 	w.diamond(t)
 	res := w.do(t, http.MethodPost, "/v1/workflows/diamond/runs", map[string]any{"input": map[string]any{"id": "s1", "big": true},
 		"idempotencyKey": uuid.NewString(), "mode": "simulation", "fixtures": map[string]any{"big": map[string]any{"output": map[string]any{"ok": true}, "durationMs": 90000}}})
-	if res.Status != http.StatusAccepted {
-		t.Fatalf("simulate: %d %s", res.Status, res.Body)
-	}
+	require.Equal(t, http.StatusAccepted, res.Status, "simulate: %d %s", res.Status, res.Body)
 	id := res.JSON(t)["runId"].(string)
 	ctx := w.tab(t)
 	w.open(t, ctx, "/ui/runs/"+id, w.devToken)
 	waitFor(t, ctx, "the simulated run with its virtual time", `!!document.querySelector('[data-testid=simulation-badge]') &&
 		!!document.querySelector('[data-testid=virtual-time]') && document.querySelector('[data-testid=simulation-bar]').textContent.includes('virtual') && `+
 		nodeStatus("big", "succeeded")+` && `+nodeStatus("small", "skipped"))
-	if got := eval[string](t, ctx, `document.querySelector('[data-testid=simulation-bar]').textContent`); !strings.Contains(got, "+1 min 30 s virtual") {
-		t.Errorf("the simulation bar says %q, want the 90 s the fixture took", got)
-	}
+	got := eval[string](t, ctx, `document.querySelector('[data-testid=simulation-bar]').textContent`)
+	assert.Contains(t, got, "+1 min 30 s virtual", "the simulation bar says %q, want the 90 s the fixture took", got)
 }
 
 // request is one request the page sent.
@@ -198,9 +179,7 @@ func record(t *testing.T, ctx context.Context) *recorder {
 			r.mu.Unlock()
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return r
 }
 
@@ -235,9 +214,7 @@ func TestSleepingNodeGoesLive(t *testing.T) {
 	eval[bool](t, ctx, `(window.__noReload = true)`)
 	waitFor(t, ctx, "nap succeeded", nodeStatus("nap", "succeeded")+` && `+nodeStatus("out", "succeeded"))
 	waitFor(t, ctx, "the run succeeded", `document.querySelector('[data-testid=run-page]')?.dataset.runStatus === 'succeeded'`)
-	if !eval[bool](t, ctx, `window.__noReload === true`) {
-		t.Fatal("the page reloaded")
-	}
+	require.True(t, eval[bool](t, ctx, `window.__noReload === true`), "the page reloaded")
 
 	base := w.api + "/v1/runs/" + id
 	stream := rec.count(func(q request) bool {
@@ -245,21 +222,13 @@ func TestSleepingNodeGoesLive(t *testing.T) {
 	})
 	runReads := rec.count(func(q request) bool { return q.method == http.MethodGet && q.url == base })
 	pages := rec.count(func(q request) bool { return strings.HasPrefix(q.url, base+"/events?") || q.url == base+"/events" })
-	if stream != 1 {
-		t.Errorf("the page opened %d event streams, want 1", stream)
-	}
-	if runReads > 2 {
-		t.Errorf("the page read the run %d times in a 5 s run: polling (want the first read and one after the stream ended)", runReads)
-	}
-	if pages != 0 {
-		t.Errorf("the page read the paged event list %d times", pages)
-	}
+	assert.Equal(t, 1, stream, "the page opened %d event streams, want 1", stream)
+	assert.LessOrEqual(t, runReads, 2, "the page read the run %d times in a 5 s run: polling (want the first read and one after the stream ended)", runReads)
+	assert.Equal(t, 0, pages, "the page read the paged event list %d times", pages)
 	rec.mu.Lock()
 	mime := rec.mimes[base+"/events/stream"]
 	rec.mu.Unlock()
-	if mime != "text/event-stream" {
-		t.Errorf("the stream answered %q, want text/event-stream", mime)
-	}
+	assert.Equal(t, "text/event-stream", mime, "the stream answered %q, want text/event-stream", mime)
 }
 
 // TestCancelFromThePage: Cancel on a running run's page cancels it; the
@@ -271,20 +240,13 @@ func TestCancelFromThePage(t *testing.T) {
 	ctx := w.tab(t)
 	w.open(t, ctx, "/ui/runs/"+id, w.devToken)
 	waitFor(t, ctx, "nap running", nodeStatus("nap", "running"))
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=cancel-run]`))); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=confirm-cancel]`))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=cancel-run]`))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=confirm-cancel]`))))
 	waitFor(t, ctx, "the run cancelled on the page", `document.querySelector('[data-testid=run-page]')?.dataset.runStatus === 'cancelled' && `+
 		nodeStatus("nap", "cancelled")+` && `+nodeStatus("out", "skipped"))
-	if got := w.runStatus(t, id); got != "cancelled" {
-		t.Fatalf("the API says the run is %s", got)
-	}
-	if eval[bool](t, ctx, `!!document.querySelector('[data-testid=cancel-run]')`) {
-		t.Error("a cancelled run still offers Cancel")
-	}
+	got := w.runStatus(t, id)
+	require.Equal(t, "cancelled", got, "the API says the run is %s", got)
+	assert.False(t, eval[bool](t, ctx, `!!document.querySelector('[data-testid=cancel-run]')`), "a cancelled run still offers Cancel")
 }
 
 // TestThrottledRunOnTheCanvas: a run over its workflow's cap shows
@@ -295,47 +257,37 @@ func TestCancelFromThePage(t *testing.T) {
 func TestThrottledRunOnTheCanvas(t *testing.T) {
 	w := env(t)
 	w.publish(t, "gated", napGraph)
-	if res := w.do(t, http.MethodPut, "/v1/workflows/gated/limits", map[string]any{"maxConcurrentRuns": 1}); res.Status != http.StatusOK {
-		t.Fatalf("set limits: %d %s", res.Status, res.Body)
-	}
+	res := w.do(t, http.MethodPut, "/v1/workflows/gated/limits", map[string]any{"maxConcurrentRuns": 1})
+	require.Equal(t, http.StatusOK, res.Status, "set limits: %d %s", res.Status, res.Body)
 	holder := w.run(t, "gated", map[string]any{"ms": 120000})
 	t.Cleanup(func() { w.do(t, http.MethodPost, "/v1/runs/"+holder+"/cancel", nil) })
 	waiter := w.run(t, "gated", map[string]any{"ms": 1})
-	if got := w.runStatus(t, waiter); got != "throttled" {
-		t.Fatalf("the second run is %s, want throttled", got)
-	}
+	got := w.runStatus(t, waiter)
+	require.Equal(t, "throttled", got, "the second run is %s, want throttled", got)
 
 	ctx := w.tab(t)
 	w.open(t, ctx, "/ui/runs?workflowKey=gated&status=throttled", w.devToken)
 	waitFor(t, ctx, "the throttled run listed with its place in the queue",
 		fmt.Sprintf(`document.querySelector('tr[data-run-id=%q] [data-status=throttled]')?.textContent === 'throttled #1' &&
 			document.querySelectorAll('[data-testid=run-list] tbody tr').length === 1`, waiter))
-	if got := eval[string](t, ctx, `document.querySelector('select[name=status]').value`); got != "throttled" {
-		t.Errorf("the status filter shows %q", got)
-	}
+	got = eval[string](t, ctx, `document.querySelector('select[name=status]').value`)
+	assert.Equal(t, "throttled", got, "the status filter shows %q", got)
 
 	w.open(t, ctx, "/ui/runs/"+waiter, w.devToken)
 	waitFor(t, ctx, "the run page of the throttled run", `document.querySelector('[data-testid=run-page]')?.dataset.runStatus === 'throttled' &&
 		document.querySelector('[data-testid=throttled-note]')?.textContent.includes('#1') && `+nodeStatus("nap", "pending"))
 	screenshot(t, ctx, "canvas-throttled")
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=cancel-run]`))); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=confirm-cancel]`))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=cancel-run]`))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=confirm-cancel]`))))
 	waitFor(t, ctx, "the throttled run cancelled on the page", `document.querySelector('[data-testid=run-page]')?.dataset.runStatus === 'cancelled' &&
 		document.querySelector('[data-testid=run-error]')?.textContent.includes('never started')`)
-	if got := w.runStatus(t, waiter); got != "cancelled" {
-		t.Fatalf("the API says the run is %s", got)
-	}
+	got = w.runStatus(t, waiter)
+	require.Equal(t, "cancelled", got, "the API says the run is %s", got)
 	var started bool
 	for _, ev := range w.do(t, http.MethodGet, "/v1/runs/"+waiter+"/events", nil).JSON(t)["events"].([]any) {
 		started = started || ev.(map[string]any)["type"] == "run.started"
 	}
-	if started {
-		t.Error("the cancelled throttled run started")
-	}
+	assert.False(t, started, "the cancelled throttled run started")
 
 	w.open(t, ctx, "/ui/workflows/gated", w.devToken)
 	waitFor(t, ctx, "the workflow's limits", `document.querySelector('[data-testid=workflow-limits]')?.textContent.includes('at most 1 at once')`)
@@ -350,16 +302,12 @@ func TestSignInAndDenied(t *testing.T) {
 	id := w.run(t, "diamond", map[string]any{"id": "d1", "big": true})
 
 	ctx := w.tab(t)
-	if err := chromedp.Do(ctx, chromedp.Navigate(w.api+"/ui/runs")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.api+"/ui/runs")))
 	waitFor(t, ctx, "the sign-in screen", `!!document.querySelector('[data-testid=sign-in]')`)
-	if err := chromedp.Do(ctx,
+	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS(`#token`), "Bearer "+w.mint(t, auth.ScopeRunsRead, auth.ScopeWorkflowsRead)),
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
-	); err != nil {
-		t.Fatal(err)
-	}
+	))
 	waitFor(t, ctx, "the runs list after a pasted token", `!!document.querySelector('[data-testid=run-list]')`)
 	screenshot(t, ctx, "canvas-runs")
 
@@ -375,9 +323,8 @@ func TestSignInAndDenied(t *testing.T) {
 	// workflows.read but not runs.read.
 	w.open(t, ctx, "/ui/runs/"+id, w.mint(t, auth.ScopeWorkflowsRead))
 	waitFor(t, ctx, "the denied state", `document.querySelector('[data-testid=state-denied]')?.textContent.includes('runs.read')`)
-	if got := eval[string](t, ctx, `document.querySelector('[data-testid=missing-scope]').textContent`); got != auth.ScopeRunsRead {
-		t.Errorf("the denied state names %q, want %s", got, auth.ScopeRunsRead)
-	}
+	got := eval[string](t, ctx, `document.querySelector('[data-testid=missing-scope]').textContent`)
+	assert.Equal(t, auth.ScopeRunsRead, got, "the denied state names %q, want %s", got, auth.ScopeRunsRead)
 	screenshot(t, ctx, "canvas-denied")
 }
 
@@ -389,21 +336,14 @@ func TestReadModeOnASmallScreen(t *testing.T) {
 	id := w.run(t, "nap", map[string]any{"ms": 60000})
 	t.Cleanup(func() { w.do(t, http.MethodPost, "/v1/runs/"+id+"/cancel", nil) })
 	ctx := w.tab(t)
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2))))
 	w.open(t, ctx, "/ui/runs/"+id, w.devToken)
 	waitFor(t, ctx, "read mode with the node list", `document.querySelector('[data-testid=app]')?.dataset.readMode === 'true' &&
 		!!document.querySelector('[data-testid=read-mode]') && `+nodeStatus("nap", "running"))
-	if eval[bool](t, ctx, `!!document.querySelector('[data-testid=graph-canvas]')`) {
-		t.Error("read mode shows the graph canvas")
-	}
-	if eval[bool](t, ctx, `!!document.querySelector('[data-testid=cancel-run]')`) {
-		t.Error("read mode offers Cancel")
-	}
-	if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
-		t.Errorf("the page is %d px wide at a 390 px viewport: it scrolls sideways", w)
-	}
+	assert.False(t, eval[bool](t, ctx, `!!document.querySelector('[data-testid=graph-canvas]')`), "read mode shows the graph canvas")
+	assert.False(t, eval[bool](t, ctx, `!!document.querySelector('[data-testid=cancel-run]')`), "read mode offers Cancel")
+	width := eval[int](t, ctx, `document.documentElement.scrollWidth`)
+	assert.LessOrEqual(t, width, 390, "the page is %d px wide at a 390 px viewport: it scrolls sideways", width)
 	screenshot(t, ctx, "canvas-read-mode")
 }
 
@@ -432,32 +372,21 @@ func TestDecideFromThePage(t *testing.T) {
 	denied := w.tab(t)
 	w.open(t, denied, "/ui/runs/"+id, w.mint(t, "runs.read", "workflows.read"))
 	waitFor(t, denied, "ok awaiting approval", nodeStatus("ok", "awaiting_approval")+` && !!document.querySelector('[data-testid=approve-ok]')`)
-	if err := chromedp.Do(denied, chromedp.Click(chromedp.CSS(`[data-testid=approve-ok]`))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(denied, chromedp.Click(chromedp.CSS(`[data-testid=approve-ok]`))))
 	waitFor(t, denied, "the denial", `(document.querySelector('[data-testid=approval-error-ok]')?.innerText ?? '').includes('runs.approve')`)
-	if got := w.runStatus(t, id); got != "running" {
-		t.Fatalf("a denied decision changed the run: %s", got)
-	}
+	got := w.runStatus(t, id)
+	require.Equal(t, "running", got, "a denied decision changed the run: %s", got)
 
 	ctx := w.tab(t)
 	w.open(t, ctx, "/ui/runs/"+id, w.devToken)
 	waitFor(t, ctx, "ok awaiting approval", nodeStatus("ok", "awaiting_approval")+` && !!document.querySelector('[data-testid=reject-ok]')`)
 	screenshot(t, ctx, "canvas-approval")
-	if err := chromedp.Do(ctx, chromedp.SendKeys(`[aria-label="comment on ok"]`, "not this order")); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=reject-ok]`))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.SendKeys(`[aria-label="comment on ok"]`, "not this order")))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid=reject-ok]`))))
 	waitFor(t, ctx, "the run settled on refused", `document.querySelector('[data-testid=run-page]')?.dataset.runStatus === 'succeeded' && `+
 		nodeStatus("ok", "succeeded")+` && `+nodeStatus("refused", "succeeded")+` && `+nodeStatus("out", "skipped"))
-	if eval[bool](t, ctx, `!!document.querySelector('[data-testid=approvals]')`) {
-		t.Error("a decided run still offers Approve and Reject")
-	}
+	assert.False(t, eval[bool](t, ctx, `!!document.querySelector('[data-testid=approvals]')`), "a decided run still offers Approve and Reject")
 	res := w.do(t, http.MethodGet, "/v1/approvals?runId="+id, nil)
 	a := res.JSON(t)["approvals"].([]any)[0].(map[string]any)
-	if a["status"] != "rejected" || a["comment"] != "not this order" || a["actor"].(map[string]any)["sub"] != "dev-user" {
-		t.Errorf("the recorded decision: %v", a)
-	}
+	assert.False(t, a["status"] != "rejected" || a["comment"] != "not this order" || a["actor"].(map[string]any)["sub"] != "dev-user", "the recorded decision: %v", a)
 }

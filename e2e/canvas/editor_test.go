@@ -14,6 +14,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/auth"
 )
@@ -110,9 +112,8 @@ func TestEditorBuildsSimulatesPublishesAndRuns(t *testing.T) {
 	setField(t, ctx, `[data-testid=connect-to]`, "gate.in")
 	click(t, ctx, `[data-testid=connect]`)
 	waitFor(t, ctx, "the refusal with its reason", `document.querySelector('[data-testid=connect-refused]')?.textContent.includes('echo.out → gate.in refused')`)
-	if n := eval[int](t, ctx, `document.querySelectorAll('.react-flow__edge').length`); n != 6 {
-		t.Fatalf("a refused edge was drawn: %d edges", n)
-	}
+	n := eval[int](t, ctx, `document.querySelectorAll('.react-flow__edge').length`)
+	require.Equal(t, 6, n, "a refused edge was drawn: %d edges", n)
 
 	// The provoked issue: an expression that does not compile.
 	selectNode(t, ctx, "gate")
@@ -132,12 +133,10 @@ func TestEditorBuildsSimulatesPublishesAndRuns(t *testing.T) {
 	waitFor(t, ctx, "a valid draft", `document.querySelector('[data-testid=verdict]').dataset.valid === 'true' && document.querySelectorAll('[data-node-id][data-issues="0"]').length === 6`)
 	// Positions were saved beside the draft, not in it.
 	layout := w.do(t, http.MethodGet, "/v1/workflows/edited/layout", nil).JSON(t)
-	if got := len(layout["positions"].(map[string]any)); got != 6 {
-		t.Errorf("layout holds %d positions, want 6: %v", got, layout)
-	}
-	if d := w.do(t, http.MethodGet, "/v1/workflows/edited", nil).JSON(t)["draft"].(map[string]any); strings.Contains(fmt.Sprint(d["graph"]), "position") {
-		t.Errorf("the draft holds positions: %v", d["graph"])
-	}
+	got := len(layout["positions"].(map[string]any))
+	assert.Equal(t, 6, got, "layout holds %d positions, want 6: %v", got, layout)
+	d := w.do(t, http.MethodGet, "/v1/workflows/edited", nil).JSON(t)["draft"].(map[string]any)
+	assert.NotContains(t, fmt.Sprint(d["graph"]), "position", "the draft holds positions: %v", d["graph"])
 	// Tidy lays the graph out left to right again (the nodes were added
 	// from the output back).
 	click(t, ctx, `[data-testid=tidy]`)
@@ -158,9 +157,8 @@ func TestEditorBuildsSimulatesPublishesAndRuns(t *testing.T) {
 		document.querySelector('[data-testid=run-page]')?.dataset.runStatus === 'succeeded' && `+nodeStatus("echo-2", "succeeded")+` && `+nodeStatus("echo", "skipped"))
 	simID := strings.TrimPrefix(eval[string](t, ctx, `location.pathname`), "/ui/runs/")
 	run := w.do(t, http.MethodGet, "/v1/runs/"+simID, nil).JSON(t)
-	if out, _ := json.Marshal(run["output"]); !strings.Contains(string(out), `"fixed":true`) {
-		t.Errorf("the simulated run's output %s does not carry the fixture", out)
-	}
+	out, _ := json.Marshal(run["output"])
+	assert.Contains(t, string(out), `"fixed":true`, "the simulated run's output %s does not carry the fixture", out)
 
 	// Publish: checksum, pinned action and the diff against nothing.
 	w.open(t, ctx, "/ui/workflows/edited/edit", w.devToken)
@@ -196,9 +194,7 @@ func TestEditorBuildsSimulatesPublishesAndRuns(t *testing.T) {
 func TestEditorConflict(t *testing.T) {
 	w := env(t)
 	res := w.do(t, http.MethodPost, "/v1/workflows", map[string]any{"key": "conflicted", "graph": json.RawMessage(diamondGraph)})
-	if res.Status != http.StatusCreated {
-		t.Fatalf("create: %d %s", res.Status, res.Body)
-	}
+	require.Equal(t, http.StatusCreated, res.Status, "create: %d %s", res.Status, res.Body)
 	a, b := w.tab(t), w.tab(t)
 	tokenA := w.devToken
 	tokenB := w.mint(t, auth.ScopeWorkflowsRead, auth.ScopeWorkflowsWrite, auth.ScopeVariablesRead)
@@ -223,22 +219,17 @@ func TestEditorConflict(t *testing.T) {
 		document.querySelector('[data-testid=conflict-mine]').value.includes('has(input.big)')`)
 	who := eval[string](t, b, `document.querySelector('[data-testid=conflict-who]').textContent`)
 	draft := w.do(t, http.MethodGet, "/v1/workflows/conflicted", nil).JSON(t)["draft"].(map[string]any)
-	if who != draft["savedBy"] || draft["revision"].(float64) != 2 {
-		t.Errorf("conflict names %q; the draft is r%v saved by %v", who, draft["revision"], draft["savedBy"])
-	}
-	if g, _ := json.Marshal(draft["graph"]); !strings.Contains(string(g), `input.big == false`) {
-		t.Errorf("the first save was overwritten: %s", g)
-	}
+	assert.False(t, who != draft["savedBy"] || draft["revision"].(float64) != 2, "conflict names %q; the draft is r%v saved by %v", who, draft["revision"], draft["savedBy"])
+	g, _ := json.Marshal(draft["graph"])
+	assert.Contains(t, string(g), `input.big == false`, "the first save was overwritten: %s", g)
 	// B still has its edit; reloading takes A's.
-	if got := eval[string](t, b, `document.querySelector('[data-testid=gate-expression]').value`); got != "has(input.big)" {
-		t.Errorf("tab B lost its edit: %q", got)
-	}
+	got := eval[string](t, b, `document.querySelector('[data-testid=gate-expression]').value`)
+	assert.Equal(t, "has(input.big)", got, "tab B lost its edit: %q", got)
 	click(t, b, `[data-testid=conflict-reload]`)
 	waitSaved(t, b, 2)
 	selectNode(t, b, "check")
-	if got := eval[string](t, b, `document.querySelector('[data-testid=gate-expression]').value`); got != "input.big == false" {
-		t.Errorf("after reload tab B shows %q", got)
-	}
+	got = eval[string](t, b, `document.querySelector('[data-testid=gate-expression]').value`)
+	assert.Equal(t, "input.big == false", got, "after reload tab B shows %q", got)
 
 	// The YAML view is the server's export; edited and saved, the canvas
 	// shows what the server read.
@@ -246,16 +237,13 @@ func TestEditorConflict(t *testing.T) {
 	waitFor(t, b, "the YAML export", `document.querySelector('[data-testid=yaml-text]')?.value.includes('input.big == false')`)
 	yaml := eval[string](t, b, `document.querySelector('[data-testid=yaml-text]').value`)
 	pulled := w.do(t, http.MethodGet, "/v1/workflows/conflicted/draft?format=yaml&revision=2", nil)
-	if string(pulled.Body) != yaml {
-		t.Errorf("the YAML view differs from the export weft pull reads:\n%s\n---\n%s", yaml, pulled.Body)
-	}
+	assert.Equal(t, yaml, string(pulled.Body), "the YAML view differs from the export weft pull reads:\n%s\n---\n%s", yaml, pulled.Body)
 	setField(t, b, `[data-testid=yaml-text]`, strings.Replace(yaml, "input.big == false", "input.big != false", 1))
 	click(t, b, `[data-testid=yaml-save]`)
 	waitSaved(t, b, 3)
 	selectNode(t, b, "check")
-	if got := eval[string](t, b, `document.querySelector('[data-testid=gate-expression]').value`); got != "input.big != false" {
-		t.Errorf("after saving YAML the canvas shows %q", got)
-	}
+	got = eval[string](t, b, `document.querySelector('[data-testid=gate-expression]').value`)
+	assert.Equal(t, "input.big != false", got, "after saving YAML the canvas shows %q", got)
 }
 
 // TestEditorTemplateVariables: the {{ menu lists exactly the variables the
@@ -279,9 +267,8 @@ func TestEditorTemplateVariables(t *testing.T) {
 	for _, v := range res["variables"].([]any) {
 		allowed = append(allowed, v.(map[string]any)["key"].(string))
 	}
-	if slices.Contains(allowed, "agent.name") || len(allowed) == 0 {
-		t.Fatalf("the token's variables %v: want some, without agent.name", allowed)
-	}
+	require.False(t, slices.Contains(allowed, "agent.name"), "the token's variables %v: want some, without agent.name", allowed)
+	require.NotEmpty(t, allowed, "the token's variables %v: want some, without agent.name", allowed)
 	// Typing {{ opens the menu with exactly those.
 	eval[bool](t, ctx, `(() => {
 		const el = document.querySelector('[data-testid=template-title]');
@@ -293,9 +280,7 @@ func TestEditorTemplateVariables(t *testing.T) {
 	})()`)
 	waitFor(t, ctx, "the variable menu", `document.querySelectorAll('[data-testid=var-menu] li[data-var]').length > 0`)
 	listed := eval[[]string](t, ctx, `[...document.querySelectorAll('[data-testid=var-menu] li[data-var]')].map(li => li.dataset.var)`)
-	if !slices.Equal(listed, allowed) {
-		t.Errorf("the menu lists %v, the token allows %v", listed, allowed)
-	}
+	assert.True(t, slices.Equal(listed, allowed), "the menu lists %v, the token allows %v", listed, allowed)
 	screenshot(t, ctx, "editor-template")
 	// Choose the first; then type a forbidden one by hand.
 	eval[bool](t, ctx, `(document.querySelector('[data-testid=var-menu] li[data-var]').dispatchEvent(new MouseEvent('mousedown', { bubbles: true })), true)`)
@@ -311,9 +296,8 @@ func TestEditorTemplateVariables(t *testing.T) {
 	click(t, ctx, `[data-testid=tab-publish]`)
 	click(t, ctx, `[data-testid=publish]`)
 	waitFor(t, ctx, "publication refused", `document.querySelector('[data-testid=publish-error]')?.textContent.includes('UNKNOWN_VARIABLE')`)
-	if res := w.do(t, http.MethodGet, "/v1/workflows/templated", nil).JSON(t); res["publishedRevision"] != nil {
-		t.Errorf("a revision was published: %v", res["publishedRevision"])
-	}
+	res = w.do(t, http.MethodGet, "/v1/workflows/templated", nil).JSON(t)
+	assert.True(t, res["publishedRevision"] == nil, "a revision was published: %v", res["publishedRevision"])
 }
 
 // logPageErrors logs the page's uncaught exceptions and console errors, so
@@ -339,28 +323,22 @@ func logPageErrors(t *testing.T, ctx context.Context) {
 			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // testinfraDo calls the API with token and returns the JSON object answered.
 func testinfraDo(t *testing.T, w *world, method, path, token string) map[string]any {
 	t.Helper()
 	req, err := http.NewRequest(method, w.api+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer res.Body.Close()
 	var out map[string]any
-	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s: %d %v", method, path, res.StatusCode, err)
-	}
+	err = json.NewDecoder(res.Body).Decode(&out)
+	require.NoError(t, err, "%s %s: %d", method, path, res.StatusCode)
+	require.Equal(t, http.StatusOK, res.StatusCode, "%s %s: %d %v", method, path, res.StatusCode, err)
 	return out
 }
 
@@ -370,9 +348,7 @@ func testinfraDo(t *testing.T, w *world, method, path, token string) map[string]
 func TestEditorMoveAndDelete(t *testing.T) {
 	w := env(t)
 	res := w.do(t, http.MethodPost, "/v1/workflows", map[string]any{"key": "moved", "graph": json.RawMessage(diamondGraph)})
-	if res.Status != http.StatusCreated {
-		t.Fatalf("create: %d %s", res.Status, res.Body)
-	}
+	require.Equal(t, http.StatusCreated, res.Status, "create: %d %s", res.Status, res.Body)
 	checksum := w.do(t, http.MethodPost, "/v1/workflows/moved/dry-run", nil).JSON(t)["checksum"]
 	ctx := w.tab(t)
 	logPageErrors(t, ctx)
@@ -391,37 +367,26 @@ func TestEditorMoveAndDelete(t *testing.T) {
 		actions = append(actions, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x+float64(i)*12, y+float64(i)*8, chromedp.ButtonLeft))
 	}
 	actions = append(actions, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, x+120, y+80, chromedp.ButtonLeft, chromedp.ClickCount(1)))
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, actions...))
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		pos := w.do(t, http.MethodGet, "/v1/workflows/moved/layout", nil).JSON(t)["positions"].(map[string]any)
 		if _, ok := pos["small"]; ok {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the moved node's position was not saved: %v", pos)
-		}
+		require.False(t, time.Now().After(deadline), "the moved node's position was not saved: %v", pos)
 		time.Sleep(100 * time.Millisecond)
 	}
 	wf := w.do(t, http.MethodGet, "/v1/workflows/moved", nil).JSON(t)
-	if wf["draftRevision"].(float64) != 1 {
-		t.Errorf("moving a node made draft r%v", wf["draftRevision"])
-	}
-	if got := w.do(t, http.MethodPost, "/v1/workflows/moved/dry-run", nil).JSON(t)["checksum"]; got != checksum {
-		t.Errorf("moving a node changed the checksum: %v, was %v", got, checksum)
-	}
-	if eval[string](t, ctx, `document.querySelector('[data-testid=editor]').dataset.dirty`) != "false" {
-		t.Error("moving a node left the draft with unsaved changes")
-	}
+	assert.Equal(t, float64(1), wf["draftRevision"].(float64), "moving a node made draft r%v", wf["draftRevision"])
+	got := w.do(t, http.MethodPost, "/v1/workflows/moved/dry-run", nil).JSON(t)["checksum"]
+	assert.True(t, got == checksum, "moving a node changed the checksum: %v, was %v", got, checksum)
+	assert.Equal(t, "false", eval[string](t, ctx, `document.querySelector('[data-testid=editor]').dataset.dirty`), "moving a node left the draft with unsaved changes")
 
 	// Delete from the keyboard: select the output node, press Delete.
 	selectNode(t, ctx, "out")
 	eval[bool](t, ctx, `(document.querySelector('.react-flow__node[data-id=out]').focus(), true)`)
-	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.Delete)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent(kb.Delete)))
 	waitFor(t, ctx, "the node and its edge gone", `!document.querySelector('[data-node-id=out]') && document.querySelectorAll('.react-flow__edge').length === 5 &&
 		document.querySelector('[data-testid=editor]').dataset.dirty === 'true'`)
 	// The server says what the graph now lacks.

@@ -32,6 +32,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -73,9 +74,7 @@ func TestMain(m *testing.M) {
 func env(t *testing.T) *world {
 	t.Helper()
 	setupOnce.Do(func() { shared, setupErr = start() })
-	if setupErr != nil {
-		t.Fatal(setupErr)
-	}
+	require.NoError(t, setupErr)
 	return shared
 }
 
@@ -270,9 +269,7 @@ func (w *world) tab(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(w.browser)
 	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("open a tab: %v", err)
-	}
+	require.NoError(t, chromedp.Do(ctx), "open a tab")
 	return ctx
 }
 
@@ -291,22 +288,16 @@ func (w *world) do(t *testing.T, method, path string, body any) testinfra.Respon
 func (w *world) publish(t *testing.T, key, graph string) {
 	t.Helper()
 	res := w.do(t, http.MethodPost, "/v1/workflows", map[string]any{"key": key, "graph": json.RawMessage(graph)})
-	if res.Status != http.StatusCreated {
-		t.Fatalf("create %s: %d %s", key, res.Status, res.Body)
-	}
+	require.Equal(t, http.StatusCreated, res.Status, "create %s: %d %s", key, res.Status, res.Body)
 	res = w.do(t, http.MethodPost, "/v1/workflows/"+key+"/publish", map[string]any{"expectedRevision": 1})
-	if res.Status != http.StatusCreated {
-		t.Fatalf("publish %s: %d %s", key, res.Status, res.Body)
-	}
+	require.Equal(t, http.StatusCreated, res.Status, "publish %s: %d %s", key, res.Status, res.Body)
 }
 
 // run enqueues key with input and returns the run id.
 func (w *world) run(t *testing.T, key string, input any) string {
 	t.Helper()
 	res := w.do(t, http.MethodPost, "/v1/workflows/"+key+"/runs", map[string]any{"input": input, "idempotencyKey": uuid.NewString()})
-	if res.Status != http.StatusAccepted {
-		t.Fatalf("run %s: %d %s", key, res.Status, res.Body)
-	}
+	require.Equal(t, http.StatusAccepted, res.Status, "run %s: %d %s", key, res.Status, res.Body)
 	return res.JSON(t)["runId"].(string)
 }
 
@@ -314,9 +305,7 @@ func (w *world) run(t *testing.T, key string, input any) string {
 func (w *world) runStatus(t *testing.T, id string) string {
 	t.Helper()
 	res := w.do(t, http.MethodGet, "/v1/runs/"+id, nil)
-	if res.Status != http.StatusOK {
-		t.Fatalf("get run %s: %d %s", id, res.Status, res.Body)
-	}
+	require.Equal(t, http.StatusOK, res.Status, "get run %s: %d %s", id, res.Status, res.Body)
 	return res.JSON(t)["status"].(string)
 }
 
@@ -329,9 +318,7 @@ func (w *world) waitRunStatus(t *testing.T, id, status string) {
 		if got == status {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s is %s after 90 s, want %s", id, got, status)
-		}
+		require.False(t, time.Now().After(deadline), "run %s is %s after 90 s, want %s", id, got, status)
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -340,9 +327,7 @@ func (w *world) waitRunStatus(t *testing.T, id, status string) {
 // weft dev's link does).
 func (w *world) open(t *testing.T, ctx context.Context, path, token string) {
 	t.Helper()
-	if err := chromedp.Do(ctx, chromedp.Navigate(w.api+path+"#token="+token)); err != nil {
-		t.Fatalf("open %s: %v", path, err)
-	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(w.api+path+"#token="+token)), "open %s", path)
 }
 
 // waitFor waits until the JavaScript predicate is true in the page.
@@ -359,9 +344,7 @@ func waitFor(t *testing.T, ctx context.Context, what, predicate string) {
 func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	t.Helper()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("evaluate %s: %v", expr, err)
-	}
+	require.NoError(t, err, "evaluate %s", expr)
 	return v
 }
 
@@ -377,14 +360,8 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 		return
 	}
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatalf("screenshot %s: %v", name, err)
-	}
+	require.NoError(t, err, "screenshot %s", name)
 	dir := filepath.Join(testinfra.RepoRoot(), "docs", "img")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
 }
