@@ -87,7 +87,19 @@ type Config struct {
 	// being re-dispatched after infrastructure faults
 	// (WEFT_LEASE_TIMEOUT, WEFT_INFRA_MAX_REDISPATCHES, WEFT_INFRA_MAX_WAIT).
 	Durability execution.Durability
+	// ReplayMaxRuns bounds how many recorded runs one replay may replay
+	// (WEFT_REPLAY_MAX_RUNS, default 50): more is 422 REPLAY_TOO_MANY_RUNS.
+	ReplayMaxRuns int
+	// ReplayParallel bounds how many simulation runs one replay has going
+	// at once (WEFT_REPLAY_PARALLEL, default 4).
+	ReplayParallel int
 }
+
+// Replay defaults.
+const (
+	DefaultReplayMaxRuns  = 50
+	DefaultReplayParallel = 4
+)
 
 // DefaultWorkerDrain is WorkerDrain's default.
 const DefaultWorkerDrain = 25 * time.Second
@@ -182,6 +194,15 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.Durability.MaxRedispatches < 1 || c.Durability.MaxRedispatchMs < 1 {
 		return Config{}, errors.New("config: WEFT_INFRA_MAX_REDISPATCHES and WEFT_INFRA_MAX_WAIT must be positive")
+	}
+	if c.ReplayMaxRuns, err = intEnv(get, "WEFT_REPLAY_MAX_RUNS", DefaultReplayMaxRuns); err != nil {
+		return Config{}, err
+	}
+	if c.ReplayParallel, err = intEnv(get, "WEFT_REPLAY_PARALLEL", DefaultReplayParallel); err != nil {
+		return Config{}, err
+	}
+	if c.ReplayMaxRuns < 1 || c.ReplayParallel < 1 {
+		return Config{}, errors.New("config: WEFT_REPLAY_MAX_RUNS and WEFT_REPLAY_PARALLEL must be positive")
 	}
 	if c.TemporalUIURL == "" {
 		c.TemporalUIURL = fmt.Sprintf("http://localhost:%d", c.TemporalUIPort)

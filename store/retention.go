@@ -16,6 +16,9 @@ type RetentionResult struct {
 	Transcripts   int64
 	Values        int64
 	LedgerEntries int64
+	// Replays counts replays (issue 21) that finished before the cut-off:
+	// they are kept like runs.
+	Replays int64
 }
 
 // retentionBatch is how many runs one retention transaction deletes, so no
@@ -30,8 +33,9 @@ const retentionBatch = 100
 // and other business writes stay: they belong to the tenant's workspace.
 // Each run's idempotency binding stays too, marked with when its run
 // finished and was deleted; DeleteExpiredBindings removes it later (and
-// CreateRun answers a reused key with RUN_DELETED meanwhile). It works in
-// batches, skipping rows another transaction holds.
+// CreateRun answers a reused key with RUN_DELETED meanwhile). Replays that
+// finished before t go too, with their verdicts. It works in batches,
+// skipping rows another transaction holds.
 func (s *Store) DeleteRunsClosedBefore(ctx context.Context, t time.Time) (RetentionResult, error) {
 	var total RetentionResult
 	for {
@@ -40,6 +44,9 @@ func (s *Store) DeleteRunsClosedBefore(ctx context.Context, t time.Time) (Retent
 			return total, fmt.Errorf("store: delete runs: %w", err)
 		}
 		if n < retentionBatch {
+			if total.Replays, err = s.deleteReplaysFinishedBefore(ctx, t); err != nil {
+				return total, err
+			}
 			return total, nil
 		}
 	}
