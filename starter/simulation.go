@@ -51,6 +51,14 @@ func (s *Starter) compileDraft(ctx context.Context, tenant string, scopes []stri
 	return compiled, nil
 }
 
+// CompileDraft compiles and stores draft revision n of workflow key as a
+// simulation of it would (see compileDraft): the replay engine refuses an
+// invalid draft up front with the same answer (404, 422 INVALID_GRAPH with
+// details.issues) and derives fixtures from the compiled document.
+func (s *Starter) CompileDraft(ctx context.Context, tenant string, scopes []string, key string, n int) (*graph.Compiled, error) {
+	return s.compileDraft(ctx, tenant, scopes, key, n)
+}
+
 // checkFixtures validates simulation fixtures against the revision that
 // will run (package fixtures: shape, at most fixtures.MaxBytes, keys naming
 // its agent, agent-decision and action nodes) and returns what the run row
