@@ -59,6 +59,28 @@ func requireScope(scope string) echo.MiddlewareFunc {
 	}
 }
 
+// requireScopes is requireScope for a route that needs several scopes: a
+// caller lacking any is 403 MISSING_SCOPE with details.missing listing
+// every one it lacks (in the order given), so one answer says all.
+func requireScopes(scopes ...string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			p := principal(c)
+			var missing []string
+			for _, s := range scopes {
+				if !p.Has(s) {
+					missing = append(missing, s)
+				}
+			}
+			if len(missing) > 0 {
+				return failure.New(failure.CodeMissingScope, "this route needs scopes %s", strings.Join(scopes, ", ")).
+					WithDetails(map[string]any{"missing": missing})
+			}
+			return next(c)
+		}
+	}
+}
+
 // principal returns the authenticated caller; authenticate guarantees one on /v1.
 func principal(c echo.Context) auth.Principal {
 	p, _ := c.Get(principalKey).(auth.Principal)

@@ -14,6 +14,7 @@ import (
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/graphyaml"
+	"github.com/weftworks/weft/replay"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
@@ -85,6 +86,9 @@ var statusByCode = map[string]int{
 	starter.CodeApprovalAlreadyDecided: http.StatusConflict,
 	starter.CodeApprovalNotDelivered:   http.StatusServiceUnavailable,
 	graph.CodeInvalidApprovalPolicy:    http.StatusUnprocessableEntity,
+	// Replays of recorded runs through a draft (api/replays.go, issue 21).
+	replay.CodeTooManyRuns: http.StatusUnprocessableEntity,
+	replay.CodeRunInvalid:  http.StatusUnprocessableEntity,
 }
 
 // StatusOf returns the HTTP status for a code; unknown codes are 422 when

@@ -187,8 +187,8 @@ func TestOpenAPIOperations(t *testing.T) {
 		if strings.HasPrefix(path, "/v1/") {
 			require.Nil(t, op.Security, "%s overrides the bearer requirement", k)
 			require.True(t, hasScope, "%s does not document its scope (x-weft-scope)", k)
-			if scope != nil {
-				require.Contains(t, auth.AllScopes, scope, "%s names an unknown scope", k)
+			for _, sc := range scopeList(scope) {
+				require.Contains(t, auth.AllScopes, sc, "%s names an unknown scope", k)
 			}
 			require.NotNil(t, op.Responses.Value("401"), "%s does not document 401", k)
 			if scope != nil {
@@ -257,16 +257,39 @@ func TestOpenAPIScopesMatchRoutes(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, code, "%s with no scopes: %v", k, body)
 		require.Equal(t, "MISSING_SCOPE", errCode(body), "%s", k)
 		details, _ := body["error"].(map[string]any)["details"].(map[string]any)
-		require.Equal(t, []any{scope}, details["missing"], "%s checks another scope than x-weft-scope %v", k, scope)
+		want := scopeList(scope)
+		missing := make([]any, len(want))
+		for i, sc := range want {
+			missing[i] = sc
+		}
+		require.Equal(t, missing, details["missing"], "%s checks other scopes than x-weft-scope %v", k, scope)
 
-		// Exactly the documented scope passes the scope check (the handler
+		// Exactly the documented scopes pass the scope check (the handler
 		// may then fail for lack of a store; it must not be MISSING_SCOPE).
-		_, body = call(method, path, mint(scope.(string)))
+		// A route needing several refuses each one missing.
+		_, body = call(method, path, mint(want...))
 		require.NotEqual(t, "MISSING_SCOPE", errCode(body), "%s with scope %v: %v", k, scope, body)
 		checked++
 	}
 	require.Greater(t, checked, 20)
 	t.Logf("%d scoped /v1 operations match their routes", checked)
+}
+
+// scopeList is an operation's x-weft-scope as a list: one scope, or the
+// list of scopes a route needs all of.
+func scopeList(scope any) []string {
+	switch v := scope.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, s := range v {
+			str, _ := s.(string)
+			out = append(out, str)
+		}
+		return out
+	}
+	return nil
 }
 
 // TestOpenAPIScopeNamesAllScopes: the Scope schema (what POST

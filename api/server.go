@@ -17,6 +17,7 @@ import (
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/publication"
+	"github.com/weftworks/weft/replay"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
@@ -50,6 +51,10 @@ type Deps struct {
 	// (GET /v1/runs/{id}/events/stream). Required; NewStreams(nil, 0)
 	// re-reads the store every second instead of being woken.
 	Streams *Streams
+	// Replays starts replays of recorded runs through drafts (issue 21).
+	// Nil is a server without them: POST /v1/workflows/{key}/replays
+	// answers 503 UNAVAILABLE (reading stored replays still works).
+	Replays *replay.Engine
 	// Providers is the model providers' cached readiness probe, reported
 	// by /readyz in its own, non-fatal section. Nil reports none.
 	Providers *provider.Readiness
@@ -106,6 +111,7 @@ func New(d Deps) (*echo.Echo, error) {
 	s.registerLimitsRoutes(v1)
 	s.registerApprovalRoutes(v1)
 	s.registerEditorRoutes(v1)
+	s.registerReplayRoutes(v1)
 	s.registerOpenAPIRoute(v1)
 	s.routes = newRouteTable(e.Routes())
 	return e, nil

@@ -57,7 +57,9 @@ type ReplayCursor struct {
 }
 
 // Cursor returns the keyset position just after r.
-func (r Replay) Cursor() ReplayCursor { return ReplayCursor{CreatedAt: r.CreatedAt, ReplayID: r.ReplayID} }
+func (r Replay) Cursor() ReplayCursor {
+	return ReplayCursor{CreatedAt: r.CreatedAt, ReplayID: r.ReplayID}
+}
 
 // CreateReplay stores a running replay and one pending row per recorded
 // run, in this order, in one transaction: a replay is never half-written.
