@@ -140,7 +140,7 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	}
 	handler, err := api.New(api.Deps{
 		Config: cfg, Store: st, Keys: keys, Temporal: tc, Logger: logger,
-		Metrics: m, Starter: w.starter, Variables: w.variables, Publication: w.publication, Streams: streams,
+		Metrics: m, Starter: w.starter, Replays: w.replays, Variables: w.variables, Publication: w.publication, Streams: streams,
 		Bridges:   newBridges(cfg, st, tc, keys, logger, w),
 		Providers: provider.NewReadiness(providers, provider.ReadinessOptions{TTL: cfg.ProviderProbeTTL, Logger: logger}),
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/publication"
+	"github.com/weftworks/weft/replay"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
@@ -28,6 +29,9 @@ type wiring struct {
 	// starter is the one execution capability of the process: the run
 	// routes, webhooks, schedule firings and the dispatcher use it.
 	starter *starter.Starter
+	// replays starts replays of recorded runs through drafts (issue 21);
+	// the worker's replay activities do the work.
+	replays *replay.Engine
 }
 
 // wire builds the process's wiring over st and tc. eagerStart is for
@@ -55,5 +59,10 @@ func wire(cfg config.Config, st *store.Store, tc client.Client, logger *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("wiring: %w", err)
 	}
-	return &wiring{variables: vars, publication: pub, resolver: resolver, starter: runs}, nil
+	replays, err := replay.New(replay.Deps{Store: st, Starter: runs, Temporal: tc, TaskQueue: cfg.TaskQueue,
+		MaxRuns: cfg.ReplayMaxRuns, Parallel: cfg.ReplayParallel, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("wiring: %w", err)
+	}
+	return &wiring{variables: vars, publication: pub, resolver: resolver, starter: runs, replays: replays}, nil
 }
