@@ -31,7 +31,8 @@ const (
 )
 
 // DefaultFixtureCacheSize is how many runs' parsed fixtures a worker keeps.
-// A run's fixtures are at most fixtures.MaxBytes and never change.
+// A run's fixtures are at most fixtures.MaxBytes (fixtures.MaxRecordedBytes
+// for a replay's) and never change.
 const DefaultFixtureCacheSize = 64
 
 // fixtureSource reads a run's mode and fixtures (store.Store).
@@ -272,7 +273,9 @@ func (c *fixtureCache) get(ctx context.Context, tenantID, runID string) (fixture
 	if mode != string(execution.ModeSimulation) {
 		return nil, permanent(ErrNotSimulation, nil, "run %s is a %s run; its nodes are never simulated", runID, mode)
 	}
-	set, problems := fixtures.Parse(raw)
+	// Stored fixtures passed the starter's checks at enqueue, under
+	// fixtures.MaxRecordedBytes at most (a replay's derived fixtures).
+	set, problems := fixtures.ParseWithin(raw, fixtures.MaxRecordedBytes)
 	if len(problems) > 0 {
 		return nil, permanentWithDetails(ErrInvalidFixtures, map[string]any{"errors": problems},
 			"run %s: stored fixtures are invalid at %q: %s", runID, problems[0].Path, problems[0].Message)

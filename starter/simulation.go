@@ -59,13 +59,22 @@ func (s *Starter) CompileDraft(ctx context.Context, tenant string, scopes []stri
 	return s.compileDraft(ctx, tenant, scopes, key, n)
 }
 
+// fixtureLimit bounds a request's fixtures: fixtures.MaxBytes, or
+// fixtures.MaxRecordedBytes for fixtures weft derived from a recording.
+func fixtureLimit(req Request) int {
+	if req.DerivedFixtures {
+		return fixtures.MaxRecordedBytes
+	}
+	return fixtures.MaxBytes
+}
+
 // checkFixtures validates simulation fixtures against the revision that
-// will run (package fixtures: shape, at most fixtures.MaxBytes, keys naming
-// its agent, agent-decision and action nodes) and returns what the run row
-// stores: the compact JSON, or nil when there are none. Problems are 422
-// INVALID_FIXTURES with details.errors.
-func checkFixtures(c *graph.Compiled, raw json.RawMessage) (json.RawMessage, error) {
-	set, problems := fixtures.Parse(raw)
+// will run (package fixtures: shape, at most limit bytes, keys naming its
+// agent, agent-decision, action and approval nodes) and returns what the
+// run row stores: the compact JSON, or nil when there are none. Problems
+// are 422 INVALID_FIXTURES with details.errors.
+func checkFixtures(c *graph.Compiled, raw json.RawMessage, limit int) (json.RawMessage, error) {
+	set, problems := fixtures.ParseWithin(raw, limit)
 	if len(problems) == 0 {
 		problems = set.Check(c.Document)
 	}

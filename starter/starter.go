@@ -140,6 +140,12 @@ type Request struct {
 	// Fixtures (simulation only) are what simulated nodes return; see
 	// package fixtures.
 	Fixtures json.RawMessage
+	// DerivedFixtures says weft derived Fixtures from a recorded live run
+	// itself (fixtures.FromRecording, for a replay): they are bounded by
+	// fixtures.MaxRecordedBytes instead of fixtures.MaxBytes, since recorded
+	// outputs reach claim-check sizes. The HTTP API never sets it: what a
+	// client sends stays bounded by fixtures.MaxBytes.
+	DerivedFixtures bool
 	// ToolGrants (actionId@version) narrow what the run's agents may call:
 	// a tool is offered only if it is also listed here. Nil grants no
 	// narrowing; an empty list grants no tool. Part of the idempotency
@@ -265,7 +271,7 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 		if err := checkPermissions(compiled, authz.Effective(tc.Permissions, revoked)); err != nil {
 			return Accepted{}, err
 		}
-	} else if fx, err = checkFixtures(compiled, req.Fixtures); err != nil {
+	} else if fx, err = checkFixtures(compiled, req.Fixtures, fixtureLimit(req)); err != nil {
 		return Accepted{}, err
 	}
 

@@ -11,10 +11,12 @@ import (
 
 // RetentionResult counts what DeleteRunsClosedBefore deleted.
 type RetentionResult struct {
-	Runs          int64
-	Events        int64
-	Transcripts   int64
-	Values        int64
+	Runs        int64
+	Events      int64
+	Transcripts int64
+	Values      int64
+	// NodeResults are the recorded node values (migration 00018).
+	NodeResults   int64
 	LedgerEntries int64
 	// Replays counts replays (issue 21) that finished before the cut-off:
 	// they are kept like runs.
@@ -27,8 +29,8 @@ const retentionBatch = 100
 
 // DeleteRunsClosedBefore deletes every run that finished (succeeded,
 // failed or cancelled) before t, with what belongs to it alone: its
-// events, agent transcripts, claim-checked values and idempotency ledger
-// entries (their keys start with the run: a closed run never calls an
+// events, agent transcripts, claim-checked values, recorded node results
+// and idempotency ledger entries (their keys start with the run: a closed run never calls an
 // action again, so its entries are past their idempotency window). Notes
 // and other business writes stay: they belong to the tenant's workspace.
 // Each run's idempotency binding stays too, marked with when its run
@@ -81,7 +83,7 @@ func (s *Store) deleteRunBatch(ctx context.Context, t time.Time, total *Retentio
 			return nil
 		}
 		b := &pgx.Batch{}
-		counts := make([]*int64, 0, 5*n)
+		counts := make([]*int64, 0, 7*n)
 		queue := func(dst *int64, sql string, args ...any) {
 			b.Queue(sql, args...)
 			counts = append(counts, dst)
@@ -94,6 +96,7 @@ func (s *Store) deleteRunBatch(ctx context.Context, t time.Time, total *Retentio
 				WHERE run_id = $1`, d.runID, d.finishedAt)
 			queue(&total.Transcripts, `DELETE FROM agent_transcripts WHERE tenant_id = $1 AND run_id = $2`, d.tenantID, d.runID)
 			queue(&total.Values, `DELETE FROM run_values WHERE tenant_id = $1 AND run_id = $2`, d.tenantID, d.runID)
+			queue(&total.NodeResults, `DELETE FROM node_results WHERE tenant_id = $1 AND run_id = $2`, d.tenantID, d.runID)
 			queue(&total.LedgerEntries, `DELETE FROM action_ledger WHERE tenant_id = $1
 				AND ((key ~>=~ $2 AND key ~<~ $3) OR (key ~>=~ $4 AND key ~<~ $5))`,
 				d.tenantID, agentFrom, agentTo, actionFrom, actionTo)

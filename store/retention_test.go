@@ -17,7 +17,7 @@ import (
 )
 
 // closedRun creates a run of tenant keyed idem with an event, a
-// transcript, a claim-checked value, two ledger entries (an agent tool
+// transcript, a claim-checked value, a recorded node result, two ledger entries (an agent tool
 // call's and an action node's) and a note, and settles it as finished at.
 func closedRun(t *testing.T, st *store.Store, tenant, idem string, finished time.Time) store.Run {
 	t.Helper()
@@ -30,6 +30,7 @@ func closedRun(t *testing.T, st *store.Store, tenant, idem string, finished time
 		AgentKey: "a", AgentRevision: 1, Attempt: 1, Transcript: json.RawMessage(`{}`)}, nil))
 	_, err = st.PutValue(ctx, tenant, r.RunID, "n", "out", json.RawMessage(`{"big":true}`))
 	require.NoError(t, err)
+	require.NoError(t, st.PutNodeResult(ctx, tenant, r.RunID, "n", 1, 0, "out", json.RawMessage(`{"mid":true}`), 12))
 	agentKey := url.PathEscape(r.RunID) + "/agent/1"
 	_, err = st.LedgerRecord(ctx, tenant, "test.write@1", agentKey, "ih", json.RawMessage(`{"ok":1}`))
 	require.NoError(t, err)
@@ -66,7 +67,7 @@ func TestDeleteRunsClosedBeforeKeepsTheBinding(t *testing.T) {
 
 	res, err := st.DeleteRunsClosedBefore(ctx, now.Add(-30*24*time.Hour))
 	require.NoError(t, err)
-	require.True(t, res == (store.RetentionResult{Runs: 1, Events: 2, Transcripts: 1, Values: 1, LedgerEntries: 2}), "deleted %+v", res)
+	require.True(t, res == (store.RetentionResult{Runs: 1, Events: 2, Transcripts: 1, Values: 1, NodeResults: 1, LedgerEntries: 2}), "deleted %+v", res)
 	_, err = st.GetRun(ctx, "t1", old.RunID)
 	require.ErrorIs(t, err, failure.ErrNotFound, "old run still there: %v", err)
 	for _, r := range []store.Run{recent, open} {
@@ -75,7 +76,7 @@ func TestDeleteRunsClosedBeforeKeepsTheBinding(t *testing.T) {
 	}
 	_, err = st.GetRun(ctx, "t2", foreign.RunID)
 	require.NoError(t, err)
-	for table, n := range map[string]int{"agent_transcripts": 0, "run_values": 0} {
+	for table, n := range map[string]int{"agent_transcripts": 0, "run_values": 0, "node_results": 0} {
 		got := count(t, st, `SELECT count(*) FROM `+table+` WHERE run_id = $1`, old.RunID)
 		require.Equal(t, n, got, "%s rows of the deleted run: %d", table, got)
 	}

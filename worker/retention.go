@@ -69,7 +69,7 @@ func runRetention(ctx context.Context, r Retention) {
 			r.Logger.Warn("retention pass failed", "err", err)
 		case err == nil && (rep.Events > 0 || rep.Runs.Runs > 0 || rep.Bindings > 0 || rep.ScheduleFirings > 0):
 			r.Logger.Info("retention pass", "events", rep.Events, "runs", rep.Runs.Runs, "transcripts", rep.Runs.Transcripts,
-				"values", rep.Runs.Values, "ledgerEntries", rep.Runs.LedgerEntries, "replays", rep.Runs.Replays, "bindings", rep.Bindings,
+				"values", rep.Runs.Values, "nodeResults", rep.Runs.NodeResults, "ledgerEntries", rep.Runs.LedgerEntries, "replays", rep.Runs.Replays, "bindings", rep.Bindings,
 				"namespaceRetention", rep.NamespaceRetention.String(), "scheduleFirings", rep.ScheduleFirings)
 		}
 		select {
