@@ -185,6 +185,9 @@ func (a *Activities) replay(ctx context.Context, rp store.Replay, runID string) 
 		Mode:           execution.ModeSimulation,
 		DraftRevision:  &n,
 		Fixtures:       fx,
+		// Recorded outputs reach claim-check sizes: the derived set is
+		// bounded by fixtures.MaxRecordedBytes, not a request's bound.
+		DerivedFixtures: true,
 	}, starter.Trusted{
 		TenantID: rp.TenantID, TenantName: rp.TenantName, Actor: rp.Actor,
 		Origin: execution.Origin{Kind: OriginKind, ID: rp.ReplayID}, Permissions: rp.Permissions,

@@ -9,6 +9,7 @@ import (
 	"github.com/weftworks/weft/agents"
 	"github.com/weftworks/weft/agents/provider"
 	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/replay"
 	"github.com/weftworks/weft/workflows"
 )
 
@@ -16,7 +17,8 @@ import (
 // and ScheduledEnqueue, the node activities (package activities registers one
 // small struct per concern, each holding only what it needs) backed by the
 // built-in and Deps.Actions actions, and the schedule-firing activity, which
-// enqueues through Deps.Starter. Tests that build their own worker call it
+// enqueues through Deps.Starter, and the replay workflow with its activities
+// (package replay), which enqueue simulations through it too. Tests that build their own worker call it
 // too, so they run exactly what production runs.
 func Register(r sdkworker.Registry, d Deps) error {
 	if err := d.check(); err != nil {
@@ -53,6 +55,14 @@ func register(r sdkworker.Registry, d Deps, actions *catalog.Registry) error {
 		Variables: d.Variables, Logger: d.Logger}); err != nil {
 		return fmt.Errorf("worker: bridges: %w", err)
 	}
+	// Replays (issue 21) enqueue their simulations through the same
+	// starter; the workflow only schedules.
+	replays, err := replay.NewActivities(replay.ActivityDeps{Store: d.Store, Starter: d.Starter,
+		Deriver: replay.Recordings{Store: d.Store}, Logger: d.Logger})
+	if err != nil {
+		return fmt.Errorf("worker: replays: %w", err)
+	}
+	replay.Register(r, replays)
 	return nil
 }
 

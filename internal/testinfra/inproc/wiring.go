@@ -9,7 +9,9 @@ import (
 
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/bridges"
+	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/publication"
+	"github.com/weftworks/weft/replay"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
@@ -82,7 +84,8 @@ func Starter(t testing.TB, d starter.Deps) *starter.Starter {
 // Streams (NewStreams(nil, 0): streams poll the store) and, when d has a
 // Starter, a Temporal client and Config.TaskQueue, Bridges (the webhook key
 // derived from the JWT secret unless Config.WebhookKey is set); without
-// them the bridge routes answer 503.
+// them the bridge routes answer 503, and with them Replays (the replay
+// engine on Config's bounds, their defaults when unset).
 func NewAPI(d api.Deps) (*echo.Echo, error) {
 	if d.Store == nil {
 		return nil, errors.New("inproc: NewAPI needs a store")
@@ -113,6 +116,21 @@ func NewAPI(d api.Deps) (*echo.Echo, error) {
 			Temporal: d.Temporal, TaskQueue: d.Config.TaskQueue, WebhookKey: key, Logger: d.Logger}); err != nil {
 			return nil, err
 		}
+	}
+	if d.Replays == nil && d.Starter != nil && d.Temporal != nil && d.Config.TaskQueue != "" {
+		maxRuns, parallel := d.Config.ReplayMaxRuns, d.Config.ReplayParallel
+		if maxRuns < 1 {
+			maxRuns = config.DefaultReplayMaxRuns
+		}
+		if parallel < 1 {
+			parallel = config.DefaultReplayParallel
+		}
+		r, err := replay.New(replay.Deps{Store: d.Store, Starter: d.Starter, Temporal: d.Temporal,
+			TaskQueue: d.Config.TaskQueue, MaxRuns: maxRuns, Parallel: parallel, Logger: d.Logger})
+		if err != nil {
+			return nil, err
+		}
+		d.Replays = r
 	}
 	return api.New(d)
 }
