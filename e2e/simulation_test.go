@@ -19,6 +19,7 @@ import (
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/publication"
+	"github.com/weftworks/weft/replay"
 	"github.com/weftworks/weft/worker"
 	"github.com/weftworks/weft/workflows"
 )
@@ -39,8 +40,9 @@ type counters struct {
 	handlers, turns atomic.Int64
 }
 
-// startCountingWorker runs an in-process worker like startWorker whose
-// every action handler call and provider turn is counted: a simulation must
+// startCountingWorker runs an in-process worker like startWorker (the
+// interpreter, the node activities and the replay workflow) whose every
+// action handler call and provider turn is counted: a simulation must
 // leave both counts at zero.
 func (e *env) startCountingWorker() *counters {
 	e.t.Helper()
@@ -66,6 +68,10 @@ func (e *env) startCountingWorker() *counters {
 	w := sdkworker.New(e.tc, e.queue, opts)
 	workflows.Register(w)
 	require.NoError(e.t, activities.Register(w, activities.Deps{Store: e.st, Actions: actions, Agents: rt, Variables: e.vars, Logger: e.log}))
+	// Replays, as production registers them (worker.Register).
+	ra, err := replay.NewActivities(replay.ActivityDeps{Store: e.st, Starter: e.starter, Deriver: replay.Recordings{Store: e.st}, Logger: e.log})
+	require.NoError(e.t, err)
+	replay.Register(w, ra)
 	require.NoError(e.t, w.Start())
 	e.t.Cleanup(w.Stop)
 	return cnt

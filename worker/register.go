@@ -16,10 +16,11 @@ import (
 // Register registers everything a weft worker runs: the interpreter workflow
 // and ScheduledEnqueue, the node activities (package activities registers one
 // small struct per concern, each holding only what it needs) backed by the
-// built-in and Deps.Actions actions, and the schedule-firing activity, which
-// enqueues through Deps.Starter, and the replay workflow with its activities
-// (package replay), which enqueue simulations through it too. Tests that build their own worker call it
-// too, so they run exactly what production runs.
+// built-in and Deps.Actions actions, the schedule-firing activity, which
+// enqueues through Deps.Starter, and the replay workflow with its
+// activities (package replay), which enqueue simulations through it too.
+// Tests that build their own worker call it too, so they run exactly what
+// production runs.
 func Register(r sdkworker.Registry, d Deps) error {
 	if err := d.check(); err != nil {
 		return err

@@ -1,0 +1,276 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/execution"
+)
+
+// orderGraph is a diamond: the gate sends an order over the threshold to
+// a note (a business write), the rest to an echo; a merge joins them.
+func orderGraph(threshold int, extra string) string {
+	out := `{"from": "join.out", "to": "out.in"}`
+	nodes := ""
+	if extra == "audit" {
+		// The draft adds an audit echo between the merge and the output.
+		nodes = `{"id": "audit", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},`
+		out = `{"from": "join.out", "to": "audit.in"}, {"from": "audit.out", "to": "out.in"}`
+	}
+	return fmt.Sprintf(`{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "gate", "kind": "gate", "inputs": {"in": "any"}, "outputs": {"pass": "any", "fail": "any"},
+     "language": "cel/v1", "expression": "input.body.qty > %d"},
+    {"id": "big", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "workspace.notes.write", "version": 1}},
+    {"id": "small", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
+    %s
+    {"id": "join", "kind": "merge", "inputs": {"big": "any", "small": "any"}, "outputs": {"out": "any"}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [
+    {"from": "in.out", "to": "gate.in"},
+    {"from": "gate.pass", "to": "big.in"}, {"from": "gate.fail", "to": "small.in"},
+    {"from": "big.out", "to": "join.big"}, {"from": "small.out", "to": "join.small"},
+    %s
+  ]
+}`, threshold, nodes, out)
+}
+
+// replayView is GET /v1/replays/{id}.
+type replayView struct {
+	ReplayID      string         `json:"replayId"`
+	WorkflowKey   string         `json:"workflowKey"`
+	DraftRevision int            `json:"draftRevision"`
+	Status        string         `json:"status"`
+	Summary       map[string]int `json:"summary"`
+	Runs          []struct {
+		RunID           string `json:"runId"`
+		Verdict         string `json:"verdict"`
+		Reason          string `json:"reason"`
+		SimulationRunID string `json:"simulationRunId"`
+		RecordedStatus  string `json:"recordedStatus"`
+		SimulatedStatus string `json:"simulatedStatus"`
+		Diff            struct {
+			Output []map[string]any `json:"output"`
+			Nodes  []struct {
+				NodeID    string `json:"nodeId"`
+				Recorded  string `json:"recorded"`
+				Simulated string `json:"simulated"`
+			} `json:"nodes"`
+			Unrecorded []string `json:"unrecorded"`
+		} `json:"diff"`
+	} `json:"runs"`
+}
+
+// saveDraft saves doc as the workflow's next draft and returns its revision.
+func (e *env) saveDraft(key, doc string) int {
+	e.t.Helper()
+	res := e.do(http.MethodGet, "/v1/workflows/"+key, e.token, nil)
+	require.Equal(e.t, http.StatusOK, res.Status, "%s", res.Body)
+	current := int(res.JSON(e.t)["draft"].(map[string]any)["revision"].(float64))
+	res = e.do(http.MethodPut, "/v1/workflows/"+key+"/draft", e.token, map[string]any{"expectedRevision": current, "graph": json.RawMessage(doc)})
+	require.Equal(e.t, http.StatusOK, res.Status, "save draft: %s", res.Body)
+	return int(res.JSON(e.t)["draftRevision"].(float64))
+}
+
+// startReplay starts a replay and returns its id, requiring 202.
+func (e *env) startReplay(key string, body map[string]any) string {
+	e.t.Helper()
+	res := e.do(http.MethodPost, "/v1/workflows/"+key+"/replays", e.token, body)
+	require.Equal(e.t, http.StatusAccepted, res.Status, "%s", res.Body)
+	require.Equal(e.t, "running", res.JSON(e.t)["status"])
+	return res.JSON(e.t)["replayId"].(string)
+}
+
+// waitReplay polls the replay until it is done.
+func (e *env) waitReplay(id string, timeout time.Duration) replayView {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		res := e.do(http.MethodGet, "/v1/replays/"+id, e.token, nil)
+		require.Equal(e.t, http.StatusOK, res.Status, "%s", res.Body)
+		var v replayView
+		require.NoError(e.t, json.Unmarshal(res.Body, &v))
+		if v.Status == "done" {
+			return v
+		}
+		require.True(e.t, time.Now().Before(deadline), "replay %s still %s after %s: %s", id, v.Status, timeout, res.Body)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (e *env) noteCount() int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM notes`).Scan(&n))
+	return n
+}
+
+// TestReplayDraftAgainstLiveRuns is issue 21's live test: five live runs
+// of a diamond whose gate is qty > 2, a draft moving it to qty > 3, and a
+// replay that finds exactly the qty = 3 run path-changed, calling nothing.
+func TestReplayDraftAgainstLiveRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cnt := e.startCountingWorker()
+	rev := e.publish("orders", orderGraph(2, ""))
+
+	byQty := map[int]string{}
+	for qty := 1; qty <= 5; qty++ {
+		id := e.run("orders", map[string]any{"title": fmt.Sprintf("order %d", qty), "body": map[string]any{"qty": qty}})
+		v := e.wait(id, time.Minute)
+		require.Equal(t, execution.StatusSucceeded, v.Status, "qty %d: %+v", qty, v.Error)
+		byQty[qty] = id
+	}
+	require.Equal(t, 3, e.noteCount(), "qty 3, 4 and 5 wrote a note live")
+	handlers := cnt.handlers.Load()
+	require.EqualValues(t, 5, handlers)
+
+	draft := e.saveDraft("orders", orderGraph(3, ""))
+	id := e.startReplay("orders", map[string]any{"draftRevision": draft, "last": 5})
+	v := e.waitReplay(id, 2*time.Minute)
+	require.Equal(t, "orders", v.WorkflowKey)
+	require.Equal(t, draft, v.DraftRevision)
+	require.Len(t, v.Runs, 5)
+	require.Equal(t, map[string]int{"same": 4, "pathChanged": 1, "outputChanged": 0, "nowFails": 0, "nowSucceeds": 0,
+		"notReplayable": 0, "pending": 0}, v.Summary)
+	for _, r := range v.Runs {
+		require.NotEmpty(t, r.SimulationRunID, "run %s", r.RunID)
+		require.Equal(t, execution.StatusSucceeded, r.RecordedStatus)
+		require.Equal(t, execution.StatusSucceeded, r.SimulatedStatus)
+		if r.RunID != byQty[3] {
+			assert.Equal(t, "same", r.Verdict, "run %s: %+v", r.RunID, r.Diff)
+			assert.Empty(t, r.Diff.Unrecorded, "run %s took the branch it recorded", r.RunID)
+			continue
+		}
+		assert.Equal(t, "path-changed", r.Verdict)
+		changed := map[string]string{}
+		for _, n := range r.Diff.Nodes {
+			changed[n.NodeID] = n.Recorded + " -> " + n.Simulated
+		}
+		assert.Equal(t, map[string]string{"gate": "succeeded:pass -> succeeded:fail", "big": "succeeded -> skipped",
+			"small": "skipped -> succeeded"}, changed)
+		assert.Equal(t, []string{"small"}, r.Diff.Unrecorded, "the new branch ran without a recording")
+
+		// The simulated run is a run like any other, marked as the replay's.
+		sim := e.getRun(r.SimulationRunID)
+		assert.Equal(t, "simulation", sim.Mode)
+		assert.Equal(t, map[string]any{"kind": "replay", "id": id}, sim.Origin)
+	}
+
+	// Nothing ran live: no handler, no note; the draft was never published.
+	require.Equal(t, handlers, cnt.handlers.Load(), "action handlers called during the replay")
+	require.Equal(t, 3, e.noteCount(), "a business write happened during the replay")
+	require.Zero(t, cnt.turns.Load())
+	w := e.do(http.MethodGet, "/v1/workflows/orders", e.token, nil)
+	require.Equal(t, http.StatusOK, w.Status)
+	require.EqualValues(t, rev, w.JSON(t)["publishedRevision"], "%s", w.Body)
+
+	// The replay's simulations are never replay sources: the last 10 are
+	// still the five live runs.
+	again := e.waitReplay(e.startReplay("orders", map[string]any{"draftRevision": draft}), 2*time.Minute)
+	var sources []string
+	for _, r := range again.Runs {
+		sources = append(sources, r.RunID)
+	}
+	want := []string{byQty[1], byQty[2], byQty[3], byQty[4], byQty[5]}
+	sort.Strings(sources)
+	sort.Strings(want)
+	require.Equal(t, want, sources)
+
+	// A draft that adds a node: the node is noted unrecorded on every run,
+	// and is no path change.
+	added := e.saveDraft("orders", orderGraph(2, "audit"))
+	av := e.waitReplay(e.startReplay("orders", map[string]any{"draftRevision": added, "runs": []string{byQty[1], byQty[4]}}), 2*time.Minute)
+	require.Len(t, av.Runs, 2)
+	for _, r := range av.Runs {
+		assert.Contains(t, []string{"same", "output-changed"}, r.Verdict, "run %s: %+v", r.RunID, r.Diff)
+		assert.Equal(t, []string{"audit"}, r.Diff.Unrecorded, "run %s", r.RunID)
+	}
+
+	// The list shows the three replays, newest first, without their runs.
+	list := e.do(http.MethodGet, "/v1/workflows/orders/replays?limit=2", e.token, nil)
+	require.Equal(t, http.StatusOK, list.Status, "%s", list.Body)
+	page := list.JSON(t)
+	items := page["replays"].([]any)
+	require.Len(t, items, 2)
+	require.Equal(t, av.ReplayID, items[0].(map[string]any)["replayId"])
+	require.Nil(t, items[0].(map[string]any)["runs"])
+	require.NotNil(t, page["nextCursor"])
+	list = e.do(http.MethodGet, "/v1/workflows/orders/replays?limit=2&cursor="+page["nextCursor"].(string), e.token, nil)
+	require.Equal(t, http.StatusOK, list.Status, "%s", list.Body)
+	require.Len(t, list.JSON(t)["replays"], 1)
+	require.Equal(t, id, list.JSON(t)["replays"].([]any)[0].(map[string]any)["replayId"])
+
+	// Refusals.
+	otherToken := e.mint(e.other, "mallory", auth.AllScopes...)
+	res := e.do(http.MethodGet, "/v1/replays/"+id, otherToken, nil)
+	require.Equal(t, http.StatusNotFound, res.Status, "another tenant's replay: %s", res.Body)
+	require.Equal(t, "NOT_FOUND", res.Code(t))
+	res = e.do(http.MethodPost, "/v1/workflows/orders/replays", otherToken, map[string]any{"draftRevision": draft})
+	require.Equal(t, http.StatusNotFound, res.Status, "another tenant's workflow: %s", res.Body)
+	res = e.do(http.MethodPost, "/v1/workflows/orders/replays", e.mint(e.tenant, "bob", auth.ScopeWorkflowsRead, auth.ScopeRunsRead),
+		map[string]any{"draftRevision": draft})
+	require.Equal(t, http.StatusForbidden, res.Status, "%s", res.Body)
+	require.Equal(t, "MISSING_SCOPE", res.Code(t))
+	res = e.do(http.MethodPost, "/v1/workflows/orders/replays", e.token, map[string]any{"draftRevision": draft, "last": 51})
+	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+	require.Equal(t, "REPLAY_TOO_MANY_RUNS", res.Code(t))
+	require.EqualValues(t, 50, res.JSON(t)["error"].(map[string]any)["details"].(map[string]any)["limit"])
+	res = e.do(http.MethodPost, "/v1/workflows/orders/replays", e.token, map[string]any{"draftRevision": draft, "last": 2, "runs": []string{byQty[1]}})
+	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+	require.Equal(t, "INVALID_REQUEST", res.Code(t))
+	sim := v.Runs[0].SimulationRunID
+	res = e.do(http.MethodPost, "/v1/workflows/orders/replays", e.token, map[string]any{"draftRevision": draft, "runs": []string{sim}})
+	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "a simulation run is no replay source: %s", res.Body)
+	require.Equal(t, "REPLAY_RUN_INVALID", res.Code(t))
+	require.Equal(t, sim, res.JSON(t)["error"].(map[string]any)["details"].(map[string]any)["runId"])
+	res = e.do(http.MethodPost, "/v1/workflows/orders/replays", e.token, map[string]any{"draftRevision": 99})
+	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
+
+	// A draft that breaks validation is refused with its issues.
+	broken := e.saveDraft("orders", strings.Replace(orderGraph(3, ""), `"core.echo"`, `"core.nope"`, 1))
+	res = e.do(http.MethodPost, "/v1/workflows/orders/replays", e.token, map[string]any{"draftRevision": broken})
+	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
+	require.Equal(t, "INVALID_GRAPH", res.Code(t))
+	require.NotEmpty(t, res.JSON(t)["error"].(map[string]any)["details"].(map[string]any)["issues"])
+}
+
+// TestReplayLargeNodeOutput: a node output of 20 KiB (beyond what events
+// carry inline, below the claim check) replays with that output.
+func TestReplayLargeNodeOutput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startCountingWorker()
+	const doc = `{"schemaVersion": 1, "nodes": [
+	  {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+	  {"id": "echo", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
+	  {"id": "out", "kind": "output", "inputs": {"in": "any"}}],
+	  "edges": [{"from": "in.out", "to": "echo.in"}, {"from": "echo.out", "to": "out.in"}]}`
+	e.publish("blobs", doc)
+	blob := strings.Repeat("x", 20<<10)
+	live := e.wait(e.run("blobs", map[string]any{"blob": blob}), time.Minute)
+	require.Equal(t, execution.StatusSucceeded, live.Status, "%+v", live.Error)
+
+	draft := e.saveDraft("blobs", doc)
+	v := e.waitReplay(e.startReplay("blobs", map[string]any{"draftRevision": draft, "runs": []string{live.RunID}}), 2*time.Minute)
+	require.Len(t, v.Runs, 1)
+	r := v.Runs[0]
+	require.Equal(t, "same", r.Verdict, "%+v reason %s", r.Diff, r.Reason)
+	sim := e.getRun(r.SimulationRunID)
+	require.Equal(t, execution.StatusSucceeded, sim.Status)
+	require.JSONEq(t, string(live.Output), string(sim.Output))
+	require.Contains(t, string(sim.Output), blob, "the simulation returned the recorded 20 KiB output")
+}
