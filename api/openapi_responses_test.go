@@ -372,6 +372,28 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	runID := acc["runId"].(string)
 	run := c.waitRun(runID, "succeeded")
 	require.Len(t, run["nodes"], 5)
+	// Replays (issue 21): the published draft replayed against the run.
+	replayed := c.expect(202, call{method: "POST", path: "/v1/workflows/notes/replays", token: tok,
+		body: map[string]any{"draftRevision": 2, "runs": []string{runID}}}).json(t)
+	replayPath := "/v1/replays/" + replayed["replayId"].(string)
+	deadline := time.Now().Add(time.Minute)
+	for c.expect(200, call{method: "GET", path: replayPath, token: tok}).json(t)["status"] != "done" {
+		require.True(t, time.Now().Before(deadline), "replay not done")
+		time.Sleep(50 * time.Millisecond)
+	}
+	report := c.expect(200, call{method: "GET", path: replayPath, token: tok}).json(t)
+	require.Equal(t, "same", report["runs"].([]any)[0].(map[string]any)["verdict"], "%v", report)
+	c.expect(200, call{method: "GET", path: "/v1/workflows/notes/replays?limit=1", token: tok})
+	c.expect(404, call{method: "GET", path: replayPath, token: c.mint("globex", "mallory", auth.AllScopes...)})
+	c.expect(403, call{method: "GET", path: replayPath, token: readOnly})
+	c.expect(404, call{method: "GET", path: "/v1/workflows/ghost/replays", token: tok})
+	c.expect(422, call{method: "POST", path: "/v1/workflows/notes/replays", token: tok, body: map[string]any{"draftRevision": 2, "last": 51}})
+	c.expect(422, call{method: "POST", path: "/v1/workflows/notes/replays", token: tok, body: map[string]any{"draftRevision": 2, "runs": []string{"nope"}}})
+	c.expect(422, call{method: "POST", path: "/v1/workflows/broken/replays", token: tok, body: map[string]any{"draftRevision": 1}})
+	c.expect(400, call{method: "POST", path: "/v1/workflows/notes/replays", token: tok,
+		body: map[string]any{"draftRevision": 2, "runs": []string{runID}, "last": 1}})
+	c.expect(404, call{method: "POST", path: "/v1/workflows/notes/replays", token: tok, body: map[string]any{"draftRevision": 9}})
+	c.expect(403, call{method: "POST", path: "/v1/workflows/notes/replays", token: readOnly, body: map[string]any{"draftRevision": 2}})
 	c.expect(200, call{method: "GET", path: "/v1/runs?status=succeeded&limit=1", token: tok})
 	c.expect(200, call{method: "GET", path: "/v1/runs?workflowKey=notes", token: tok})
 	c.expect(400, call{method: "GET", path: "/v1/runs?status=bogus", token: tok, malformed: true})

@@ -141,7 +141,7 @@ func (a Actor) RequestedBy() string {
 
 // Origin says what started a run.
 type Origin struct {
-	Kind string `json:"kind"` // api, schedule, webhook, cli
+	Kind string `json:"kind"` // api, schedule, webhook, cli, replay (a replay's simulation runs)
 	ID   string `json:"id,omitempty"`
 }
 
