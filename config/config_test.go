@@ -112,3 +112,18 @@ func TestRetentionAndProbeSettings(t *testing.T) {
 	require.Equal(t, 30, c.EventRetentionDays, "overrides: %+v", c)
 	require.Equal(t, time.Minute, c.ProviderProbeTTL, "overrides: %+v", c)
 }
+
+func TestReplaySettings(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, DefaultReplayMaxRuns, c.ReplayMaxRuns)
+	require.Equal(t, DefaultReplayParallel, c.ReplayParallel)
+	c, err = FromEnv(env(map[string]string{"WEFT_REPLAY_MAX_RUNS": "200", "WEFT_REPLAY_PARALLEL": "8"}))
+	require.NoError(t, err)
+	require.Equal(t, 200, c.ReplayMaxRuns)
+	require.Equal(t, 8, c.ReplayParallel)
+	for _, m := range []map[string]string{{"WEFT_REPLAY_MAX_RUNS": "0"}, {"WEFT_REPLAY_PARALLEL": "-1"}, {"WEFT_REPLAY_MAX_RUNS": "many"}} {
+		_, err = FromEnv(env(m))
+		require.Error(t, err, "%v accepted", m)
+	}
+}
