@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/replay"
+	"github.com/weftworks/weft/store"
 )
 
 // orderGraph is a diamond: the gate sends an order over the threshold to
@@ -273,4 +276,38 @@ func TestReplayLargeNodeOutput(t *testing.T) {
 	require.Equal(t, execution.StatusSucceeded, sim.Status)
 	require.JSONEq(t, string(live.Output), string(sim.Output))
 	require.Contains(t, string(sim.Output), blob, "the simulation returned the recorded 20 KiB output")
+}
+
+// TestReplayLostStartIsSwept: a replay stored whose workflow never started
+// (the API died in between) is started by the sweeper and completes.
+func TestReplayLostStartIsSwept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startCountingWorker()
+	e.publish("orders", orderGraph(2, ""))
+	live := e.wait(e.run("orders", map[string]any{"title": "o", "body": map[string]any{"qty": 3}}), time.Minute)
+	require.Equal(t, execution.StatusSucceeded, live.Status, "%+v", live.Error)
+	draft := e.saveDraft("orders", orderGraph(3, ""))
+
+	ctx := context.Background()
+	lost, err := e.st.CreateReplay(ctx, store.Replay{ReplayID: "rpl_" + uuid.NewString(), TenantID: e.tenant, WorkflowKey: "orders",
+		DraftRevision: draft, Actor: execution.Actor{Kind: "user", Sub: "alice"}, Permissions: auth.AllScopes}, []string{live.RunID})
+	require.NoError(t, err)
+	eng, err := replay.New(replay.Deps{Store: e.st, Starter: e.starter, Temporal: e.tc, TaskQueue: e.queue, MaxRuns: 50, Parallel: 2, Logger: e.log})
+	require.NoError(t, err)
+	n, err := eng.Sweep(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "a replay just stored is its request's to start")
+
+	_, err = e.st.Pool.Exec(ctx, `UPDATE replays SET created_at = now() - interval '1 hour' WHERE replay_id = $1`, lost.ReplayID)
+	require.NoError(t, err)
+	n, err = eng.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	v := e.waitReplay(lost.ReplayID, 2*time.Minute)
+	require.Len(t, v.Runs, 1)
+	require.Equal(t, "path-changed", v.Runs[0].Verdict, "qty 3 passed > 2 and fails > 3: %+v", v.Runs[0].Diff)
+	n, err = eng.Sweep(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "a done replay is not started again")
 }

@@ -21,8 +21,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/weftworks/weft/execution"
@@ -163,21 +166,87 @@ func (e *Engine) Start(ctx context.Context, req Request, tc starter.Trusted) (St
 	if err != nil {
 		return Started{}, fmt.Errorf("replay: %w", err)
 	}
-	_, err = e.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:            WorkflowID(r.ReplayID),
-		TaskQueue:     e.taskQueue,
-		StaticSummary: fmt.Sprintf("replay of %d run(s) of %s through draft %d", len(runs), req.WorkflowKey, req.DraftRevision),
-	}, WorkflowName, Params{TenantID: r.TenantID, ReplayID: r.ReplayID, Runs: runs, Parallel: e.parallel})
-	if err != nil {
+	if err := e.start(ctx, r, runs); err != nil {
 		// Nothing drives it: undo it rather than leave a replay running forever.
 		if derr := e.store.DeleteReplay(context.WithoutCancel(ctx), r.TenantID, r.ReplayID); derr != nil {
-			e.log.Error("could not delete an unstarted replay", "replay", r.ReplayID, "err", derr)
+			e.log.Error("could not delete an unstarted replay; the sweeper will start it", "replay", r.ReplayID, "err", derr)
 		}
 		return Started{}, failure.Wrap(err, failure.CodeUnavailable, "the replay could not be started; retry shortly")
 	}
 	e.log.Info("replay started", "replay", r.ReplayID, "tenant", r.TenantID, "workflowKey", r.WorkflowKey,
 		"draftRevision", r.DraftRevision, "runs", len(runs), "actor", tc.Actor.Sub)
 	return Started{Replay: r, Runs: len(runs)}, nil
+}
+
+// start issues the Temporal start of a replay's workflow. Its id is the
+// replay's, USE_EXISTING answers a running one and REJECT_DUPLICATE
+// refuses to run a finished one again, so repeating it (the sweeper) is
+// harmless.
+func (e *Engine) start(ctx context.Context, r store.Replay, runs []string) error {
+	_, err := e.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       WorkflowID(r.ReplayID),
+		TaskQueue:                e.taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		StaticSummary:            fmt.Sprintf("replay of %d run(s) of %s through draft %d", len(runs), r.WorkflowKey, r.DraftRevision),
+		StaticDetails:            fmt.Sprintf("replay %s · actor %s", r.ReplayID, r.Actor.Sub),
+	}, WorkflowName, Params{TenantID: r.TenantID, ReplayID: r.ReplayID, Runs: runs, Parallel: e.parallel})
+	return err
+}
+
+// SweepAfter is how long a replay may run before the sweeper issues its
+// start again: long past the start of the request that stored it.
+const SweepAfter = time.Minute
+
+// sweepBatch bounds one sweep.
+const sweepBatch = 100
+
+// Sweep starts the workflows of replays still running SweepAfter after
+// they were stored: a start lost between storing and starting (the API
+// died) is issued again; for any other the start is a no-op. It returns
+// how many starts it issued.
+func (e *Engine) Sweep(ctx context.Context) (int, error) {
+	list, runs, err := e.store.StaleReplays(ctx, SweepAfter, sweepBatch)
+	if err != nil {
+		return 0, fmt.Errorf("replay: sweep: %w", err)
+	}
+	var errs []error
+	n := 0
+	for i, r := range list {
+		err := e.start(ctx, r, runs[i])
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		switch {
+		case errors.As(err, &started):
+			// Finished without marking the replay done: impossible unless
+			// the Finish activity's writes were lost; say so.
+			e.log.Warn("replay workflow closed but the replay is running", "replay", r.ReplayID)
+		case err != nil:
+			errs = append(errs, fmt.Errorf("replay %s: %w", r.ReplayID, err))
+		default:
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// RunSweeper calls Sweep every interval until ctx ends. Every API replica
+// may run it: starts are idempotent.
+func (e *Engine) RunSweeper(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := e.Sweep(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("replay sweep failed", "err", err)
+		}
+	}
 }
 
 // check validates the shape of req, defaulting Last.

@@ -311,3 +311,32 @@ func (s *Store) deleteReplaysFinishedBefore(ctx context.Context, t time.Time) (i
 		}
 	}
 }
+
+// StaleReplays returns replays of every tenant still running olderThan
+// after they were created, oldest first, with their runs' ids in order:
+// the replay sweeper starts their workflows again (the start is
+// idempotent on the workflow id), so a replay whose start was lost (the
+// API died between storing it and starting it) is still replayed.
+func (s *Store) StaleReplays(ctx context.Context, olderThan time.Duration, limit int) ([]Replay, [][]string, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+replayColumns+` FROM replays
+		WHERE status = 'running' AND created_at < now() - $1::bigint * interval '1 microsecond'
+		ORDER BY created_at LIMIT $2`, olderThan.Microseconds(), limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: stale replays: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Replay, error) { return scanReplay(row) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: stale replays: %w", err)
+	}
+	runs := make([][]string, len(list))
+	for i, r := range list {
+		ids, err := s.Pool.Query(ctx, `SELECT run_id FROM replay_runs WHERE replay_id = $1 ORDER BY ordinal`, r.ReplayID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: stale replay runs: %w", err)
+		}
+		if runs[i], err = pgx.CollectRows(ids, pgx.RowTo[string]); err != nil {
+			return nil, nil, fmt.Errorf("store: stale replay runs: %w", err)
+		}
+	}
+	return list, runs, nil
+}

@@ -183,3 +183,26 @@ func TestRetentionDeletesFinishedReplays(t *testing.T) {
 		require.NoError(t, err, "replay %s is kept", id)
 	}
 }
+
+func TestStaleReplays(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	ctx := context.Background()
+	stale, err := st.CreateReplay(ctx, newReplay("t1"), []string{"r2", "r1"})
+	require.NoError(t, err)
+	_, err = st.Pool.Exec(ctx, `UPDATE replays SET created_at = now() - interval '1 hour' WHERE replay_id = $1`, stale.ReplayID)
+	require.NoError(t, err)
+	_, err = st.CreateReplay(ctx, newReplay("t1"), []string{"r1"}) // fresh
+	require.NoError(t, err)
+	done, err := st.CreateReplay(ctx, newReplay("t2"), []string{"r1"})
+	require.NoError(t, err)
+	require.NoError(t, st.FinishReplay(ctx, "t2", done.ReplayID))
+	_, err = st.Pool.Exec(ctx, `UPDATE replays SET created_at = now() - interval '1 hour' WHERE replay_id = $1`, done.ReplayID)
+	require.NoError(t, err)
+
+	list, runs, err := st.StaleReplays(ctx, time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, stale.ReplayID, list[0].ReplayID)
+	assert.Equal(t, [][]string{{"r2", "r1"}}, runs)
+}

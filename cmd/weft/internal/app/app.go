@@ -28,6 +28,7 @@ import (
 	"github.com/weftworks/weft/bridges"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
+	"github.com/weftworks/weft/replay"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
@@ -100,6 +101,7 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 	}
 	logger.Info("api listening", "addr", ln.Addr().String())
 	go a.starter.RunSweeper(ctx, 0)
+	go a.replays.RunSweeper(ctx, 0)
 	go a.starter.RunDispatcher(ctx)
 	feedCtx, stopFeed := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFeed()
@@ -113,6 +115,8 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 type apiParts struct {
 	handler http.Handler
 	starter *starter.Starter
+	// replays' sweeper re-issues replay starts that were lost.
+	replays *replay.Engine
 	// feed must be Run for streams to be woken by PostgreSQL notifications.
 	feed *store.EventFeed
 	// streams.Close ends open event streams; serveHTTP calls it when the
@@ -147,7 +151,7 @@ func newAPI(cfg config.Config, st *store.Store, tc client.Client, keys *auth.Key
 	if err != nil {
 		return apiParts{}, err
 	}
-	return apiParts{handler: web.Mount(handler), starter: w.starter, feed: feed, streams: streams}, nil
+	return apiParts{handler: web.Mount(handler), starter: w.starter, replays: w.replays, feed: feed, streams: streams}, nil
 }
 
 // newBridges is the schedule and webhook service: the webhook key is

@@ -140,6 +140,7 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	serving = true // serveHTTP closes ln
 	go func() { httpErr <- serveHTTP(httpCtx, ln, a.handler, a.streams.Close, logger) }()
 	go a.starter.RunSweeper(httpCtx, 0)
+	go a.replays.RunSweeper(httpCtx, 0)
 	go a.starter.RunDispatcher(httpCtx)
 	go func() { _ = a.feed.Run(httpCtx) }()
 
