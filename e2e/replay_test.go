@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -13,12 +16,20 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/replay"
 	"github.com/weftworks/weft/store"
 )
+
+// recordReplay writes the first replay's workflow history to
+// replay/testdata for replay.TestHistories:
+// go test ./e2e -run TestReplayDraftAgainstLiveRuns -record-replay
+var recordReplay = flag.Bool("record-replay", false, "write a replay workflow history to replay/testdata")
 
 // orderGraph is a diamond: the gate sends an order over the threshold to
 // a note (a business write), the rest to an echo; a merge joins them.
@@ -114,6 +125,27 @@ func (e *env) waitReplay(id string, timeout time.Duration) replayView {
 	}
 }
 
+// writeReplayHistory writes replay id's workflow history to
+// replay/testdata/<name>.json.
+func (e *env) writeReplayHistory(id, name string) {
+	e.t.Helper()
+	ctx := context.Background()
+	// The replay is done a moment before its workflow closes.
+	require.NoError(e.t, e.tc.GetWorkflow(ctx, replay.WorkflowID(id), "").Get(ctx, nil))
+	it := e.tc.GetWorkflowHistory(ctx, replay.WorkflowID(id), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(e.t, err)
+		h.Events = append(h.Events, ev)
+	}
+	raw, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+	require.NoError(e.t, err)
+	dir := filepath.Join("..", "replay", "testdata")
+	require.NoError(e.t, os.MkdirAll(dir, 0o755))
+	require.NoError(e.t, os.WriteFile(filepath.Join(dir, name+".json"), append(raw, '\n'), 0o644))
+}
+
 func (e *env) noteCount() int {
 	e.t.Helper()
 	var n int
@@ -144,6 +176,9 @@ func TestReplayDraftAgainstLiveRuns(t *testing.T) {
 	draft := e.saveDraft("orders", orderGraph(3, ""))
 	id := e.startReplay("orders", map[string]any{"draftRevision": draft, "last": 5})
 	v := e.waitReplay(id, 2*time.Minute)
+	if *recordReplay {
+		e.writeReplayHistory(id, "five-runs")
+	}
 	require.Equal(t, "orders", v.WorkflowKey)
 	require.Equal(t, draft, v.DraftRevision)
 	require.Len(t, v.Runs, 5)
