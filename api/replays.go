@@ -89,16 +89,21 @@ func (s *Server) startReplay(c echo.Context) error {
 		WorkflowKey: r.WorkflowKey, DraftRevision: r.DraftRevision, Runs: started.Runs})
 }
 
-// replayBody is a replay as the API shows it; Runs is left out of lists.
+// replayBody is a replay as lists show it: without its runs.
 type replayBody struct {
-	ReplayID      string          `json:"replayId"`
-	WorkflowKey   string          `json:"workflowKey"`
-	DraftRevision int             `json:"draftRevision"`
-	Status        string          `json:"status"`
-	CreatedAt     time.Time       `json:"createdAt"`
-	FinishedAt    *time.Time      `json:"finishedAt,omitempty"`
-	Summary       replay.Summary  `json:"summary"`
-	Runs          []replayRunBody `json:"runs,omitempty"`
+	ReplayID      string         `json:"replayId"`
+	WorkflowKey   string         `json:"workflowKey"`
+	DraftRevision int            `json:"draftRevision"`
+	Status        string         `json:"status"`
+	CreatedAt     time.Time      `json:"createdAt"`
+	FinishedAt    *time.Time     `json:"finishedAt,omitempty"`
+	Summary       replay.Summary `json:"summary"`
+}
+
+// replayReportBody is one replay with every run (GET /v1/replays/{id}).
+type replayReportBody struct {
+	replayBody
+	Runs []replayRunBody `json:"runs"`
 }
 
 // replayRunBody is one replayed run.
@@ -137,12 +142,7 @@ func (s *Server) getReplay(c echo.Context) error {
 			SimulationRunID: rr.SimulationRunID, RecordedStatus: rr.RecordedStatus, SimulatedStatus: rr.SimulatedStatus,
 			Diff: rr.Diff})
 	}
-	body := replayJSON(r, counts)
-	body.Runs = items
-	if body.Runs == nil {
-		body.Runs = []replayRunBody{}
-	}
-	return c.JSON(http.StatusOK, body)
+	return c.JSON(http.StatusOK, replayReportBody{replayBody: replayJSON(r, counts), Runs: items})
 }
 
 // replaysCursor is a position in a workflow's replays.

@@ -302,9 +302,20 @@ func TestReplayLargeNodeOutput(t *testing.T) {
 	live := e.wait(e.run("blobs", map[string]any{"blob": blob}), time.Minute)
 	require.Equal(t, execution.StatusSucceeded, live.Status, "%+v", live.Error)
 
+	// A run whose events retention deleted cannot be replayed; it is
+	// reported, not failed.
+	gone := e.wait(e.run("blobs", map[string]any{"blob": "small"}), time.Minute)
+	require.Equal(t, execution.StatusSucceeded, gone.Status, "%+v", gone.Error)
+	_, err := e.st.Pool.Exec(context.Background(), `UPDATE runs SET events_deleted_at = now() WHERE run_id = $1`, gone.RunID)
+	require.NoError(t, err)
+
 	draft := e.saveDraft("blobs", doc)
-	v := e.waitReplay(e.startReplay("blobs", map[string]any{"draftRevision": draft, "runs": []string{live.RunID}}), 2*time.Minute)
-	require.Len(t, v.Runs, 1)
+	v := e.waitReplay(e.startReplay("blobs", map[string]any{"draftRevision": draft, "runs": []string{live.RunID, gone.RunID}}), 2*time.Minute)
+	require.Len(t, v.Runs, 2)
+	require.Equal(t, 1, v.Summary["notReplayable"])
+	require.Equal(t, "not-replayable", v.Runs[1].Verdict)
+	require.Equal(t, "RESULTS_DELETED", v.Runs[1].Reason)
+	require.Empty(t, v.Runs[1].SimulationRunID, "nothing was simulated for it")
 	r := v.Runs[0]
 	require.Equal(t, "same", r.Verdict, "%+v reason %s", r.Diff, r.Reason)
 	sim := e.getRun(r.SimulationRunID)
