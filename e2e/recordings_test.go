@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/fixtures"
+	"github.com/weftworks/weft/starter"
+)
+
+// sizesGraph echoes three parts of its input: 2 KiB (inline in its event),
+// 20 KiB (left out of its event: a node_results row) and 300 KiB
+// (claim-checked), and returns them merged.
+const sizesGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "small", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1},
+     "mapping": {"v": {"pointer": "/in/small"}}},
+    {"id": "mid", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1},
+     "mapping": {"v": {"pointer": "/in/mid"}}},
+    {"id": "large", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1},
+     "mapping": {"v": {"pointer": "/in/large"}}},
+    {"id": "join", "kind": "merge", "inputs": {"small": "any", "mid": "any", "large": "any"}, "outputs": {"out": "any"}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [
+    {"from": "in.out", "to": "small.in"}, {"from": "in.out", "to": "mid.in"}, {"from": "in.out", "to": "large.in"},
+    {"from": "small.out", "to": "join.small"}, {"from": "mid.out", "to": "join.mid"}, {"from": "large.out", "to": "join.large"},
+    {"from": "join.out", "to": "out.in"}
+  ]
+}`
+
+// A live run records every node result, whatever its size, and the
+// fixtures derived from its recording replay it exactly: a simulation of
+// the same revision with them returns the live run's output (the 20 KiB
+// and 300 KiB outputs included) and calls no action.
+func TestLiveRunRecordingReplaysWithItsOutputs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cnt := e.startCountingWorker()
+	rev := e.publish("sizes", sizesGraph)
+	input := map[string]string{
+		"small": strings.Repeat("s", 2<<10), "mid": strings.Repeat("m", 20<<10), "large": strings.Repeat("l", 300<<10),
+	}
+	runID := e.run("sizes", input)
+	live := e.wait(runID, 60*time.Second)
+	require.Equal(t, execution.StatusSucceeded, live.Status, "%v", e.eventTypes(runID))
+	handlers := cnt.handlers.Load()
+	require.EqualValues(t, 3, handlers)
+
+	ctx := context.Background()
+	rec, err := e.st.RunRecording(ctx, e.tenant, runID)
+	require.NoError(t, err)
+	require.True(t, rec.Replayable, "reason %s", rec.Reason)
+	for id, part := range map[string]string{"small": "small", "mid": "mid", "large": "large"} {
+		n := rec.Nodes[id]
+		require.True(t, n.Recorded, id)
+		require.JSONEq(t, `{"v":"`+input[part]+`"}`, string(n.Output), id)
+	}
+	// Only the 20 KiB result needed a row of its own; the merge's output
+	// (over 300 KiB) is claim-checked.
+	var rows int
+	require.NoError(t, e.st.Pool.QueryRow(ctx, `SELECT count(*) FROM node_results WHERE run_id = $1`, runID).Scan(&rows))
+	require.Equal(t, 1, rows)
+
+	compiled, err := e.st.GetCompiled(ctx, e.tenant, live.Checksum)
+	require.NoError(t, err)
+	set, unrecorded, err := fixtures.FromRecording(&compiled.Document, rec.NodeResults(), nil)
+	require.NoError(t, err)
+	require.Empty(t, unrecorded)
+	raw, err := json.Marshal(set)
+	require.NoError(t, err)
+	require.Greater(t, len(raw), fixtures.MaxBytes, "the derived fixtures exceed what a request may send")
+
+	req := starter.Request{WorkflowKey: "sizes", Input: live.Input, IdempotencyKey: uuid.NewString(),
+		Mode: execution.ModeSimulation, Revision: &rev, Fixtures: raw}
+	trusted := starter.Trusted{TenantID: e.tenant, Actor: execution.Actor{Kind: "user", Sub: "alice"},
+		Origin: execution.Origin{Kind: "api"}, Permissions: []string{auth.ScopeRunsExecute}}
+	_, err = e.starter.Enqueue(ctx, req, trusted)
+	require.Equal(t, starter.CodeInvalidFixtures, failure.CodeOf(err), "a client's fixtures stay bounded: %v", err)
+	req.DerivedFixtures = true
+	acc, err := e.starter.Enqueue(ctx, req, trusted)
+	require.NoError(t, err)
+	sim := e.wait(acc.RunID, 60*time.Second)
+	require.Equal(t, execution.StatusSucceeded, sim.Status, "%v", e.eventTypes(acc.RunID))
+	require.JSONEq(t, string(live.Output), string(sim.Output))
+	require.Equal(t, handlers, cnt.handlers.Load(), "the replay called no action")
+}
