@@ -87,7 +87,7 @@ func (r RunRecording) NodeResults() map[string]fixtures.NodeResult {
 		if !n.Recorded {
 			continue
 		}
-		res := fixtures.NodeResult{Status: n.Status, Port: n.Port, Output: n.Output, Decision: n.Decision, DurationMs: n.DurationMs}
+		res := fixtures.NodeResult{Kind: graph.Kind(n.Kind), Status: n.Status, Port: n.Port, Output: n.Output, Decision: n.Decision, DurationMs: n.DurationMs}
 		if n.Error != nil {
 			res.Error = &fixtures.NodeError{Type: n.Error.Type, Message: n.Error.Message}
 		}
