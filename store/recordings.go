@@ -30,6 +30,10 @@ const (
 	// before node results were recorded (migration 00018), or a
 	// claim-checked value that is gone.
 	RecordingResultsMissing = "RESULTS_MISSING"
+	// RecordingTooLarge: the fixtures derived from the recording exceed
+	// fixtures.MaxRecordedBytes (fixtures.ErrRecordingTooLarge); RunRecording
+	// never answers it, a replay reports it.
+	RecordingTooLarge = "RECORDING_TOO_LARGE"
 )
 
 // RunRecording is what a live run recorded: enough to replay it.
@@ -164,10 +168,12 @@ func (s *Store) RunRecording(ctx context.Context, tenantID, runID string) (RunRe
 	return rec, nil
 }
 
-// recordedEvents reads every event of the run in seq order.
+// recordedEvents reads the run's node events (node.*) in seq order: the
+// rest (run.*, edge.*, an agent's tool.* and budget events) says nothing
+// a recording keeps.
 func (s *Store) recordedEvents(ctx context.Context, tenantID, runID string) ([]execution.RecordedEvent, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT type, COALESCE(node_id, ''), COALESCE(attempt, 0), at, data
-		FROM run_events WHERE run_id = $1 AND tenant_id = $2 ORDER BY seq`, runID, tenantID)
+		FROM run_events WHERE run_id = $1 AND tenant_id = $2 AND type LIKE 'node.%' ORDER BY seq`, runID, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("store: recording of run %s: events: %w", runID, err)
 	}
