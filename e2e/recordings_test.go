@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/fixtures"
 	"github.com/weftworks/weft/starter"
+	"github.com/weftworks/weft/store"
 )
 
 // sizesGraph echoes three parts of its input: 2 KiB (inline in its event),
@@ -95,4 +97,52 @@ func TestLiveRunRecordingReplaysWithItsOutputs(t *testing.T) {
 	require.Equal(t, execution.StatusSucceeded, sim.Status, "%v", e.eventTypes(acc.RunID))
 	require.JSONEq(t, string(live.Output), string(sim.Output))
 	require.Equal(t, handlers, cnt.handlers.Load(), "the replay called no action")
+}
+
+// replayRecording derives fixtures from the recording of live run runID and
+// simulates its revision with them, returning the simulated run.
+func (e *env) replayRecording(key string, rev int, runID string) (store.RunRecording, runView) {
+	e.t.Helper()
+	ctx := context.Background()
+	rec, err := e.st.RunRecording(ctx, e.tenant, runID)
+	require.NoError(e.t, err)
+	require.True(e.t, rec.Replayable, "reason %s", rec.Reason)
+	live := e.getRun(runID)
+	compiled, err := e.st.GetCompiled(ctx, e.tenant, live.Checksum)
+	require.NoError(e.t, err)
+	set, _, err := fixtures.FromRecording(&compiled.Document, rec.NodeResults(), nil)
+	require.NoError(e.t, err)
+	raw, err := json.Marshal(set)
+	require.NoError(e.t, err)
+	acc, err := e.starter.Enqueue(ctx, starter.Request{WorkflowKey: key, Input: live.Input, IdempotencyKey: uuid.NewString(),
+		Mode: execution.ModeSimulation, Revision: &rev, Fixtures: raw, DerivedFixtures: true},
+		starter.Trusted{TenantID: e.tenant, Actor: execution.Actor{Kind: "user", Sub: "alice"},
+			Origin: execution.Origin{Kind: "api"}, Permissions: []string{auth.ScopeRunsExecute}})
+	require.NoError(e.t, err)
+	return rec, e.wait(acc.RunID, 60*time.Second)
+}
+
+// Approval nodes replay their recorded decision: a rejected run's replay
+// is rejected again, an approved one's approved, with nobody deciding.
+func TestApprovalDecisionsReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker()
+	rev := e.publish("gate", gateGraph)
+	for _, decision := range []string{"reject", "approve"} {
+		id := e.run("gate", map[string]any{"order": decision})
+		e.waitAwaiting(id, "ok")
+		res := e.decide(e.token, id, "ok", map[string]any{"decision": decision})
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		live := e.wait(id, 30*time.Second)
+		require.Equal(t, execution.StatusSucceeded, live.Status, "%v", e.eventTypes(id))
+
+		rec, sim := e.replayRecording("gate", rev, id)
+		require.Equal(t, decision, rec.Nodes["ok"].Decision)
+		require.Equal(t, execution.StatusSucceeded, sim.Status, "%v", e.eventTypes(sim.RunID))
+		_, _, livePort, _ := live.node(t, "ok")
+		_, _, simPort, _ := sim.node(t, "ok")
+		require.Equal(t, livePort, simPort, decision)
+		require.JSONEq(t, string(live.Output), string(sim.Output), decision)
+	}
 }
