@@ -146,3 +146,48 @@ func TestApprovalDecisionsReplay(t *testing.T) {
 		require.JSONEq(t, string(live.Output), string(sim.Output), decision)
 	}
 }
+
+// flakyGraph fails until the attempt the input names, two attempts at most.
+const flakyGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "flaky", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.fail", "version": 1},
+     "mapping": {"untilAttempt": {"pointer": "/in/until"}, "value": {"pointer": "/in"}},
+     "retry": {"maxAttempts": 2, "initialIntervalMs": 10, "maxIntervalMs": 10}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "flaky.in"}, {"from": "flaky.out", "to": "out.in"}]
+}`
+
+// A node's final result replays, not its retries: a node that succeeded
+// on its second attempt replays its output; one that failed every attempt
+// fails its replay with the recorded error.
+func TestFailuresAndRetriesReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker()
+	rev := e.publish("flaky", flakyGraph)
+
+	ok := e.run("flaky", map[string]any{"until": 2})
+	live := e.wait(ok, 30*time.Second)
+	require.Equal(t, execution.StatusSucceeded, live.Status, "%v", e.eventTypes(ok))
+	rec, sim := e.replayRecording("flaky", rev, ok)
+	require.Equal(t, 2, rec.Nodes["flaky"].Attempts)
+	require.Equal(t, execution.StatusSucceeded, sim.Status, "%v", e.eventTypes(sim.RunID))
+	require.JSONEq(t, string(live.Output), string(sim.Output))
+	_, attempts, _, _ := sim.node(t, "flaky")
+	require.Equal(t, 1, attempts, "the replay reproduces the result, not the retries")
+
+	failed := e.run("flaky", map[string]any{"until": 5})
+	live = e.wait(failed, 30*time.Second)
+	require.Equal(t, execution.StatusFailed, live.Status, "%v", e.eventTypes(failed))
+	rec, sim = e.replayRecording("flaky", rev, failed)
+	nodeErr := rec.Nodes["flaky"].Error
+	require.NotNil(t, nodeErr)
+	require.Equal(t, execution.StatusFailed, sim.Status, "%v", e.eventTypes(sim.RunID))
+	require.Equal(t, live.Error.Code, sim.Error.Code)
+	require.Equal(t, live.Error.NodeID, sim.Error.NodeID)
+	_, _, _, reason := sim.node(t, "flaky")
+	require.Equal(t, nodeErr.Type, reason, "the recorded error type")
+}
