@@ -416,7 +416,8 @@ func (s *Store) PutNodeResult(ctx context.Context, tenantID, runID, nodeID strin
 
 // RedactValue is a value as evidence keeps it: every sensitive key's value
 // replaced by "[REDACTED]" at any depth and NUL characters replaced, like
-// EvidenceData, canonical (RFC 8785) but never truncated. Recordings hold
+// EvidenceData, but never truncated, and with numbers kept as written (no
+// canonical form, which would round integers beyond 2^53). Recordings hold
 // values this way, whichever of the event, node_results or run_values
 // they come from.
 func RedactValue(raw json.RawMessage) (json.RawMessage, error) {
@@ -429,9 +430,11 @@ func RedactValue(raw json.RawMessage) (json.RawMessage, error) {
 	if dec.More() {
 		return nil, errors.New("value holds more than one JSON value")
 	}
-	c, err := graph.Canonical(sanitize(v))
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sanitize(v)); err != nil {
 		return nil, fmt.Errorf("value: %w", err)
 	}
-	return c, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

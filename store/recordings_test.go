@@ -259,6 +259,11 @@ func TestPutNodeResultIsIdempotentAndLaterDispatchesWin(t *testing.T) {
 	require.Equal(t, 2, redispatch)
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM node_results WHERE run_id = $1`, run.RunID))
 
+	// Numbers stay as written: no rounding beyond 2^53.
+	put(3, `{"id":12345678901234567890,"f":1.50}`)
+	v, _ = stored()
+	require.Equal(t, `{"f": 1.50, "id": 12345678901234567890}`, v)
+
 	err := st.PutNodeResult(ctx, "t1", run.RunID, "n", 2, 0, "out", json.RawMessage(`{`), 1)
 	require.Equal(t, failure.CodeInvalidRequest, failure.CodeOf(err))
 }
