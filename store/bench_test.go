@@ -123,7 +123,7 @@ func benchEnqueue(b *testing.B, cap *int) {
 }
 
 // BenchmarkPutNodeResult20KiB is what recording one live node result the
-// event leaves out costs (issue 21): a 20 KiB value redacted, canonicalised
+// event leaves out costs (issue 21): a 20 KiB value redacted, encoded
 // and inserted. Read it against BenchmarkCommitBaseline; values up to 6 KiB
 // and claim-checked ones never pay it.
 func BenchmarkPutNodeResult20KiB(b *testing.B) {
