@@ -2,8 +2,11 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -115,6 +118,60 @@ func benchEnqueue(b *testing.B, cap *int) {
 		e, err := st.EnqueueRun(ctx, r, idem)
 		if err != nil || e.Run.Status != execution.StatusQueued {
 			b.Fatalf("enqueue: %v %s", err, e.Run.Status)
+		}
+	}
+}
+
+// BenchmarkPutNodeResult20KiB is what recording one live node result the
+// event leaves out costs (issue 21): a 20 KiB value redacted, encoded
+// and inserted. Read it against BenchmarkCommitBaseline; values up to 6 KiB
+// and claim-checked ones never pay it.
+func BenchmarkPutNodeResult20KiB(b *testing.B) {
+	st := testinfra.NewStore(b)
+	ctx := context.Background()
+	run := newRunTB(b, st, "bench")
+	v := json.RawMessage(`{"apiKey":"k","text":"` + strings.Repeat("x", 20<<10) + `"}`)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		if err := st.PutNodeResult(ctx, "bench", run, "n", i, 0, "out", v, len(v)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRunRecording50 reads back the recording of a 50-node run (one
+// start and one completion each, a third of them with a 20 KiB result in
+// node_results): what a replay pays per run before it simulates.
+func BenchmarkRunRecording50(b *testing.B) {
+	st := testinfra.NewStore(b)
+	ctx := context.Background()
+	run := newRunTB(b, st, "bench")
+	mid := json.RawMessage(`{"text":"` + strings.Repeat("x", 20<<10) + `"}`)
+	var evs []execution.EventDraft
+	for i := range 50 {
+		node := fmt.Sprintf("n%d", i)
+		data := fmt.Sprintf(`{"port":"out","output":{"i":%d}}`, i)
+		if i%3 == 0 {
+			data = fmt.Sprintf(`{"port":"out","truncated":true,"outputSize":%d}`, len(mid))
+			if err := st.PutNodeResult(ctx, "bench", run, node, 1, 0, "out", mid, len(mid)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		evs = append(evs,
+			execution.EventDraft{Key: node + "/s", Type: execution.EventNodeStarted, NodeID: node, Attempt: 1, At: t0, Data: json.RawMessage(`{"kind":"action"}`)},
+			execution.EventDraft{Key: node + "/c", Type: execution.EventNodeCompleted, NodeID: node, Attempt: 1, At: t0.Add(time.Second), Data: json.RawMessage(data)})
+	}
+	evs = append(evs, execution.EventDraft{Key: "end", Type: execution.EventRunSucceeded, At: t0.Add(time.Minute), Data: json.RawMessage(`{}`)})
+	if err := st.AppendEvents(ctx, "bench", run, evs, &execution.RunUpdate{Status: execution.StatusSucceeded}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		rec, err := st.RunRecording(ctx, "bench", run)
+		if err != nil || !rec.Replayable || len(rec.Nodes) != 50 {
+			b.Fatalf("recording: %v %s %d", err, rec.Reason, len(rec.Nodes))
 		}
 	}
 }

@@ -30,6 +30,10 @@ const (
 	// before node results were recorded (migration 00018), or a
 	// claim-checked value that is gone.
 	RecordingResultsMissing = "RESULTS_MISSING"
+	// RecordingTooLarge: the fixtures derived from the recording exceed
+	// fixtures.MaxRecordedBytes (fixtures.ErrRecordingTooLarge); RunRecording
+	// never answers it, a replay reports it.
+	RecordingTooLarge = "RECORDING_TOO_LARGE"
 )
 
 // RunRecording is what a live run recorded: enough to replay it.
@@ -87,7 +91,7 @@ func (r RunRecording) NodeResults() map[string]fixtures.NodeResult {
 		if !n.Recorded {
 			continue
 		}
-		res := fixtures.NodeResult{Status: n.Status, Port: n.Port, Output: n.Output, Decision: n.Decision, DurationMs: n.DurationMs}
+		res := fixtures.NodeResult{Kind: graph.Kind(n.Kind), Status: n.Status, Port: n.Port, Output: n.Output, Decision: n.Decision, DurationMs: n.DurationMs}
 		if n.Error != nil {
 			res.Error = &fixtures.NodeError{Type: n.Error.Type, Message: n.Error.Message}
 		}
@@ -164,10 +168,12 @@ func (s *Store) RunRecording(ctx context.Context, tenantID, runID string) (RunRe
 	return rec, nil
 }
 
-// recordedEvents reads every event of the run in seq order.
+// recordedEvents reads the run's node events (node.*) in seq order: the
+// rest (run.*, edge.*, an agent's tool.* and budget events) says nothing
+// a recording keeps.
 func (s *Store) recordedEvents(ctx context.Context, tenantID, runID string) ([]execution.RecordedEvent, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT type, COALESCE(node_id, ''), COALESCE(attempt, 0), at, data
-		FROM run_events WHERE run_id = $1 AND tenant_id = $2 ORDER BY seq`, runID, tenantID)
+		FROM run_events WHERE run_id = $1 AND tenant_id = $2 AND type LIKE 'node.%' ORDER BY seq`, runID, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("store: recording of run %s: events: %w", runID, err)
 	}
@@ -410,7 +416,8 @@ func (s *Store) PutNodeResult(ctx context.Context, tenantID, runID, nodeID strin
 
 // RedactValue is a value as evidence keeps it: every sensitive key's value
 // replaced by "[REDACTED]" at any depth and NUL characters replaced, like
-// EvidenceData, canonical (RFC 8785) but never truncated. Recordings hold
+// EvidenceData, but never truncated, and with numbers kept as written (no
+// canonical form, which would round integers beyond 2^53). Recordings hold
 // values this way, whichever of the event, node_results or run_values
 // they come from.
 func RedactValue(raw json.RawMessage) (json.RawMessage, error) {
@@ -423,9 +430,11 @@ func RedactValue(raw json.RawMessage) (json.RawMessage, error) {
 	if dec.More() {
 		return nil, errors.New("value holds more than one JSON value")
 	}
-	c, err := graph.Canonical(sanitize(v))
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sanitize(v)); err != nil {
 		return nil, fmt.Errorf("value: %w", err)
 	}
-	return c, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

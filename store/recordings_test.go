@@ -69,6 +69,10 @@ func TestRunRecordingResolvesEveryValue(t *testing.T) {
 	big := value(40 << 10)
 	bigRef, err := st.PutValue(ctx, "t1", run.RunID, "big", "out", big)
 	require.NoError(t, err)
+	// The compiled revision names the kinds of nodes that never started.
+	compiled := &graph.Compiled{Checksum: run.Checksum, Document: graph.Document{Nodes: []graph.Node{
+		{ID: "skipped", Kind: graph.KindAction}}}}
+	require.NoError(t, st.PutCompiled(ctx, "t1", compiled, &graph.Plan{Checksum: run.Checksum}))
 
 	l.add(execution.EventRunStarted, "", 0, 0, execution.EventData{Mode: execution.ModeLive, Revision: 1})
 	// agent: a failed first attempt, a 20 KiB output from the second.
@@ -130,6 +134,7 @@ func TestRunRecordingResolvesEveryValue(t *testing.T) {
 	require.Equal(t, &execution.EventError{Type: "ACTION_FAILED", Message: "no"}, broken.Error)
 	require.EqualValues(t, 5, broken.DurationMs)
 	require.Equal(t, execution.NodeSkipped, rec.Nodes["skipped"].Status)
+	require.Equal(t, "action", rec.Nodes["skipped"].Kind)
 	require.True(t, rec.Nodes["skipped"].Recorded)
 
 	// The recording derives a replay's fixtures.
@@ -253,6 +258,11 @@ func TestPutNodeResultIsIdempotentAndLaterDispatchesWin(t *testing.T) {
 	require.JSONEq(t, `{"v":"third"}`, v)
 	require.Equal(t, 2, redispatch)
 	require.Equal(t, 1, count(t, st, `SELECT count(*) FROM node_results WHERE run_id = $1`, run.RunID))
+
+	// Numbers stay as written: no rounding beyond 2^53.
+	put(3, `{"id":12345678901234567890,"f":1.50}`)
+	v, _ = stored()
+	require.Equal(t, `{"f": 1.50, "id": 12345678901234567890}`, v)
 
 	err := st.PutNodeResult(ctx, "t1", run.RunID, "n", 2, 0, "out", json.RawMessage(`{`), 1)
 	require.Equal(t, failure.CodeInvalidRequest, failure.CodeOf(err))
