@@ -357,3 +357,34 @@ func TestReplayLostStartIsSwept(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "a done replay is not started again")
 }
+
+// TestReplayFailedRun: a run that failed live replays its recorded failure
+// (same), and a draft that routes around the failing node now succeeds.
+func TestReplayFailedRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startCountingWorker()
+	const failing = `{"schemaVersion": 1, "nodes": [
+	  {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+	  {"id": "flaky", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.fail", "version": 1},
+	   "retry": {"maxAttempts": 2, "initialIntervalMs": 100, "backoff": 1}},
+	  {"id": "out", "kind": "output", "inputs": {"in": "any"}}],
+	  "edges": [{"from": "in.out", "to": "flaky.in"}, {"from": "flaky.out", "to": "out.in"}]}`
+	e.publish("flaky", failing)
+	live := e.wait(e.run("flaky", map[string]any{"untilAttempt": 99}), time.Minute)
+	require.Equal(t, execution.StatusFailed, live.Status)
+
+	same := e.saveDraft("flaky", failing)
+	v := e.waitReplay(e.startReplay("flaky", map[string]any{"draftRevision": same}), 2*time.Minute)
+	require.Len(t, v.Runs, 1)
+	require.Equal(t, "same", v.Runs[0].Verdict, "%+v", v.Runs[0].Diff)
+	require.Equal(t, execution.StatusFailed, v.Runs[0].SimulatedStatus)
+
+	// Replays go by node id: the recorded failure of "flaky" replays
+	// whatever "flaky" becomes, so the fix is a new node.
+	fixed := e.saveDraft("flaky", strings.NewReplacer(`"core.fail"`, `"core.echo"`, `"flaky`, `"steady`).Replace(failing))
+	v = e.waitReplay(e.startReplay("flaky", map[string]any{"draftRevision": fixed, "status": []string{"failed"}}), 2*time.Minute)
+	require.Len(t, v.Runs, 1)
+	require.Equal(t, "now-succeeds", v.Runs[0].Verdict, "%+v", v.Runs[0].Diff)
+	require.Equal(t, []string{"steady"}, v.Runs[0].Diff.Unrecorded)
+}

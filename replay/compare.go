@@ -25,7 +25,8 @@ const (
 // live run or its simulation.
 type Outcome struct {
 	Status string
-	// Output is the run output (succeeded runs); Error the run error.
+	// Output is the run output (succeeded runs); Error the run error as
+	// compared (its code and node, see comparableError).
 	Output json.RawMessage
 	Error  json.RawMessage
 	// Nodes are the nodes that have an outcome (at least one event).

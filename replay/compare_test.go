@@ -125,3 +125,14 @@ func TestAddedAndUnrecorded(t *testing.T) {
 	assert.Equal(t, []string{"audit", "small"}, UsedUnrecorded([]string{"small", "big", "audit"}, sim))
 	assert.Nil(t, UsedUnrecorded([]string{"big"}, sim))
 }
+
+func TestComparableError(t *testing.T) {
+	live := comparableError(json.RawMessage(`{"code":"NODE_FAILED","message":"node flaky failed after 2 attempt(s): boom","nodeId":"flaky"}`))
+	sim := comparableError(json.RawMessage(`{"code":"NODE_FAILED","message":"node flaky failed after 1 attempt(s): node \"flaky\" (simulated): boom","nodeId":"flaky"}`))
+	assert.JSONEq(t, `{"code":"NODE_FAILED","message":"","nodeId":"flaky"}`, string(live))
+	assert.Equal(t, live, sim, "messages are not compared")
+	other := comparableError(json.RawMessage(`{"code":"NODE_FAILED","message":"x","nodeId":"other"}`))
+	assert.NotEqual(t, live, other, "the failing node is")
+	assert.Nil(t, comparableError(nil))
+	assert.Nil(t, comparableError(json.RawMessage(`null`)))
+}
