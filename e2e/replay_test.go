@@ -174,8 +174,10 @@ func TestReplayDraftAgainstLiveRuns(t *testing.T) {
 	require.EqualValues(t, 5, handlers)
 
 	draft := e.saveDraft("orders", orderGraph(3, ""))
+	began := time.Now()
 	id := e.startReplay("orders", map[string]any{"draftRevision": draft, "last": 5})
 	v := e.waitReplay(id, 2*time.Minute)
+	t.Logf("replayed 5 runs (4 at once) in %s, polling every 200ms", time.Since(began).Round(10*time.Millisecond))
 	if *recordReplay {
 		e.writeReplayHistory(id, "five-runs")
 	}
