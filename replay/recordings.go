@@ -10,10 +10,6 @@ import (
 	"github.com/weftworks/weft/store"
 )
 
-// ReasonRecordingTooLarge: the fixtures derived from the run's recording
-// exceed fixtures.MaxRecordedBytes.
-const ReasonRecordingTooLarge = "RECORDING_TOO_LARGE"
-
 // Recordings is the Deriver over the store's recordings
 // (store.RunRecording) and fixtures.FromRecording.
 type Recordings struct{ Store *store.Store }
@@ -32,7 +28,7 @@ func (r Recordings) Derive(ctx context.Context, tenantID, runID string, doc *gra
 	}
 	set, unrecorded, err := fixtures.FromRecording(doc, rec.NodeResults(), extra)
 	if errors.Is(err, fixtures.ErrRecordingTooLarge) {
-		return Derived{NotReplayable: ReasonRecordingTooLarge}, nil
+		return Derived{NotReplayable: store.RecordingTooLarge}, nil
 	}
 	if err != nil {
 		return Derived{}, err
