@@ -22,8 +22,10 @@ import (
 
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/replay"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/worker"
 )
 
 // recordReplay writes the first replay's workflow history to
@@ -389,4 +391,31 @@ func TestReplayFailedRun(t *testing.T) {
 	require.Len(t, v.Runs, 1)
 	require.Equal(t, "now-succeeds", v.Runs[0].Verdict, "%+v", v.Runs[0].Diff)
 	require.Equal(t, []string{"steady"}, v.Runs[0].Diff.Unrecorded)
+}
+
+// TestReplaySurvivesRestarts: a replay is driven by its workflow, not by
+// the API that started it: started while no worker polls, across an API
+// restart, it completes once a worker is back.
+func TestReplaySurvivesRestarts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first, err := inproc.NewWorker(worker.Deps{Config: e.cfg, Store: e.st, Temporal: e.tc, Logger: e.log})
+	require.NoError(t, err)
+	require.NoError(t, first.Start())
+	e.publish("orders", orderGraph(2, ""))
+	live := e.wait(e.run("orders", map[string]any{"title": "o", "body": map[string]any{"qty": 5}}), time.Minute)
+	require.Equal(t, execution.StatusSucceeded, live.Status, "%+v", live.Error)
+	first.Stop()
+
+	draft := e.saveDraft("orders", orderGraph(3, ""))
+	id := e.startReplay("orders", map[string]any{"draftRevision": draft})
+	e.serveAPIThrough(e.dbURL) // the API restarts; nothing of the replay lived in it
+	res := e.do(http.MethodGet, "/v1/replays/"+id, e.token, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, "running", res.JSON(t)["status"], "no worker polls yet")
+
+	e.startWorker()
+	v := e.waitReplay(id, 2*time.Minute)
+	require.Len(t, v.Runs, 1)
+	require.Equal(t, "same", v.Runs[0].Verdict, "%+v", v.Runs[0].Diff)
 }
