@@ -419,3 +419,38 @@ func TestReplaySurvivesRestarts(t *testing.T) {
 	require.Len(t, v.Runs, 1)
 	require.Equal(t, "same", v.Runs[0].Verdict, "%+v", v.Runs[0].Diff)
 }
+
+// TestReplayIgnoresRunCaps: a replay's simulations are not held by the
+// tenant's run caps, which hold live runs only.
+func TestReplayIgnoresRunCaps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startCountingWorker()
+	e.publish("orders", orderGraph(2, ""))
+	live := e.wait(e.run("orders", map[string]any{"title": "o", "body": map[string]any{"qty": 5}}), time.Minute)
+	require.Equal(t, execution.StatusSucceeded, live.Status, "%+v", live.Error)
+
+	// A long live run holds the tenant's only slot: the next live run waits.
+	e.publish("sleepy", `{"schemaVersion": 1, "nodes": [
+	  {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+	  {"id": "nap", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"},
+	   "action": {"id": "core.sleep", "version": 1}, "mapping": {"ms": {"literal": 60000}}, "timeoutMs": 90000},
+	  {"id": "out", "kind": "output", "inputs": {"in": "any"}}],
+	  "edges": [{"from": "in.out", "to": "nap.in"}, {"from": "nap.out", "to": "out.in"}]}`)
+	res := e.do(http.MethodPut, "/v1/limits", e.token, map[string]any{"maxConcurrentRuns": 1})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	sleeper := e.run("sleepy", map[string]any{})
+	t.Cleanup(func() { e.do(http.MethodPost, "/v1/runs/"+sleeper+"/cancel", e.token, nil) })
+	res = e.enqueue("orders", map[string]any{"title": "o", "body": map[string]any{"qty": 1}}, uuid.NewString())
+	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+	require.Equal(t, execution.StatusThrottled, res.JSON(t)["status"], "the cap holds live runs")
+
+	draft := e.saveDraft("orders", orderGraph(3, ""))
+	v := e.waitReplay(e.startReplay("orders", map[string]any{"draftRevision": draft, "runs": []string{live.RunID}}), 2*time.Minute)
+	require.Len(t, v.Runs, 1)
+	require.Equal(t, "same", v.Runs[0].Verdict, "%+v", v.Runs[0].Diff)
+	var createdAt, admittedAt time.Time
+	require.NoError(t, e.st.Pool.QueryRow(context.Background(), `SELECT created_at, admitted_at FROM runs WHERE run_id = $1`,
+		v.Runs[0].SimulationRunID).Scan(&createdAt, &admittedAt))
+	require.Less(t, admittedAt.Sub(createdAt), time.Second, "the simulation was admitted at its enqueue, never throttled")
+}
