@@ -93,7 +93,8 @@ type ReplayDiffOp struct {
 }
 
 // ReplayNodeChange is a node whose outcome differs: its recorded and its
-// simulated status (succeeded, failed, skipped, ...; "" when it has none).
+// simulated status (succeeded, failed, skipped, ...; "none" when it has
+// none), with the port that fired when only that differs ("succeeded:yes").
 type ReplayNodeChange struct {
 	NodeID    string `json:"nodeId"`
 	Recorded  string `json:"recorded"`
@@ -109,6 +110,9 @@ type ReplayDiff struct {
 	// draft adds, a branch the live run did not take): they ran on the
 	// simulation default or a fixture the request supplied.
 	Unrecorded []string `json:"unrecorded,omitempty"`
+	// Truncated says Output was cut to the API's bound (GET
+	// /v1/runs/{id} of both runs has the outputs whole).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // ReplayRun is one recorded live run in a replay.

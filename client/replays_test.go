@@ -55,7 +55,7 @@ const replayDoc = `{"replayId":"rpl_1","workflowKey":"orders","draftRevision":3,
   {"runId":"run_b","verdict":"path-changed","simulationRunId":"run_sb","recordedStatus":"succeeded","simulatedStatus":"succeeded",
    "diff":{"nodes":[{"nodeId":"ship","recorded":"succeeded","simulated":"skipped"}],"unrecorded":["hold"]}},
   {"runId":"run_c","verdict":"output-changed","simulationRunId":"run_sc","recordedStatus":"succeeded","simulatedStatus":"succeeded",
-   "diff":{"output":[{"op":"replace","path":"/total","from":3,"to":4},{"op":"add","path":"/note","to":null},{"op":"remove","path":"/old","from":"x"}]}},
+   "diff":{"output":[{"op":"replace","path":"/total","from":3,"to":4},{"op":"add","path":"/note","to":null},{"op":"remove","path":"/old","from":"x"}],"truncated":true}},
   {"runId":"run_d","verdict":"not-replayable","reason":"RESULTS_DELETED","recordedStatus":"succeeded"}]}`
 
 func TestGetReplayDecodesTheReport(t *testing.T) {
@@ -77,6 +77,8 @@ func TestGetReplayDecodesTheReport(t *testing.T) {
 	// An added null is a value, not an absent one.
 	require.Equal(t, json.RawMessage(`null`), ops[1].To)
 	require.Nil(t, ops[1].From)
+	require.True(t, r.Runs[2].Diff.Truncated)
+	require.False(t, r.Runs[1].Diff.Truncated)
 	require.Equal(t, "RESULTS_DELETED", r.Runs[3].Reason)
 	require.Nil(t, r.Runs[3].Diff)
 

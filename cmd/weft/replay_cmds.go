@@ -326,7 +326,11 @@ func replayChanges(run client.ReplayRun) string {
 		for _, op := range run.Diff.Output {
 			items = append(items, outputChange(op))
 		}
-		parts = append(parts, "output "+bounded(items))
+		out := "output " + bounded(items)
+		if run.Diff.Truncated {
+			out += " (cut: GET /v1/runs/{id} of both runs has the outputs whole)"
+		}
+		parts = append(parts, out)
 	}
 	if len(run.Diff.Unrecorded) > 0 {
 		parts = append(parts, "unrecorded "+bounded(run.Diff.Unrecorded))
