@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,7 +53,7 @@ every run is compared (at most --wait), then prints a row per run
 
   RUN  RECORDED  SIMULATED  VERDICT  CHANGES
 
-and a summary. VERDICT is same, output-changed, path-changed (nodes that ran
+and a summary, with the link to the report on the canvas. VERDICT is same, output-changed, path-changed (nodes that ran
 or were skipped differently), now-fails, now-succeeds or not-replayable
 (with its reason, e.g. RESULTS_DELETED). CHANGES lists the nodes whose
 outcome changed, the output paths that differ and the unrecorded nodes
@@ -121,8 +122,12 @@ instead of the table, with the same exit status.`,
 					return err
 				}
 				fmt.Fprintln(out, string(b))
-			} else if err := printReplay(out, r); err != nil {
-				return err
+			} else {
+				if err := printReplay(out, r); err != nil {
+					return err
+				}
+				// The canvas is served by the API under /ui/.
+				fmt.Fprintf(out, "report: %s/ui/replays/%s\n", apiBaseURL(), url.PathEscape(r.ReplayID))
 			}
 			return replayOutcome(r)
 		},

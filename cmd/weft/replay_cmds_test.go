@@ -111,6 +111,7 @@ func TestReplaySameExitsZero(t *testing.T) {
 	assert.Contains(t, r.stdout, "2 runs through draft 3 of orders: 1 same, 1 not-replayable\n", "%s", r)
 	assert.NotContains(t, r.stdout, "weft events", "%s", r)
 	assert.Contains(t, r.stderr, "replay rpl_1: 1 of 2 runs compared", "%s", r)
+	assert.Regexp(t, `(?m)^report: http://127\.0\.0\.1:\d+/ui/replays/rpl_1$`, r.stdout, "%s", r)
 
 	posted, paths, gets := api.requests()
 	require.Equal(t, []string{`{"draftRevision":3,"last":5,"status":["succeeded","failed","cancelled"]}`}, posted)
