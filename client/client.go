@@ -1,6 +1,6 @@
 // Package client is a small typed HTTP client for weft's v1 API, used by the
 // command line's client verbs (validate, push, publish, run, runs, events,
-// cancel, revocations). Every refusal the API answers with {"error": {code, message,
+// cancel, revocations, replay). Every refusal the API answers with {"error": {code, message,
 // details}} comes back as an *Error carrying that code.
 package client
 

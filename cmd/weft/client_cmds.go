@@ -19,7 +19,7 @@ import (
 )
 
 // The client verbs (validate, push, publish, run, runs, events, cancel,
-// revocations, approve, reject, approvals) talk to a running weft API through package client. They are
+// revocations, approve, reject, approvals, replay) talk to a running weft API through package client. They are
 // configured by the environment: WEFT_URL (default http://localhost:8080,
 // what `weft dev` serves) and WEFT_TOKEN (a bearer token, e.g. the one
 // `weft dev` prints or `weft token` mints). `weft validate` works offline.
@@ -44,6 +44,7 @@ func clientCommands() []*cobra.Command {
 		newDecideCmd("approve", execution.DecisionApprove),
 		newDecideCmd("reject", execution.DecisionReject),
 		newApprovalsCmd(),
+		newReplayCmd(),
 	}
 }
 

@@ -12,6 +12,7 @@ import type {
   Graph,
   Layout,
   Page,
+  Replay,
   Variable,
   RevisionDetail,
   Run,
@@ -47,6 +48,8 @@ export const ROUTES = {
   listAgents: { method: 'GET', path: '/v1/agents' },
   listVariables: { method: 'GET', path: '/v1/variables' },
   enqueueRun: { method: 'POST', path: '/v1/workflows/{key}/runs' },
+  getReplay: { method: 'GET', path: '/v1/replays/{id}' },
+  listReplays: { method: 'GET', path: '/v1/workflows/{key}/replays' },
 } as const satisfies Record<string, Route>;
 
 /** An error answer of the API, or a failure to reach it (status 0). */
@@ -263,6 +266,17 @@ export class Client {
 
   enqueueRun(key: string, body: Record<string, unknown>): Promise<{ runId: string; status: string }> {
     return this.call(ROUTES.enqueueRun, { key }, '', body);
+  }
+
+  /** A replay of recorded live runs through a draft, with each run's verdict. */
+  getReplay(id: string): Promise<Replay> {
+    return this.call(ROUTES.getReplay, { id });
+  }
+
+  /** A workflow's replays, newest first, without their runs. */
+  async listReplays(key: string, limit = 5): Promise<Page<Replay>> {
+    const b = await this.call<{ replays: Replay[]; nextCursor: string | null }>(ROUTES.listReplays, { key }, query({ limit }));
+    return { items: b.replays, nextCursor: b.nextCursor };
   }
 
   /**

@@ -8,6 +8,7 @@ import { adoptFragmentToken, clearToken, readClaims, readToken, storeToken } fro
 import { EditorPage, NewWorkflowPage } from './editor';
 import { RevisionPage, RunsPage, WorkflowPage, WorkflowsPage } from './pages';
 import { parseRoute, routePath, type Route } from './router';
+import { ReplayPage } from './replaypage';
 import { RunPage } from './runpage';
 import { Link, SessionContext, useNarrow, type Session } from './ui';
 
@@ -79,7 +80,7 @@ export function App() {
             weft
           </Link>
           <nav>
-            <Link to={{ name: 'workflows' }} className={route.name === 'workflows' || route.name === 'workflow' || route.name === 'revision' || route.name === 'edit' || route.name === 'new' ? 'active' : ''}>
+            <Link to={{ name: 'workflows' }} className={route.name === 'workflows' || route.name === 'workflow' || route.name === 'revision' || route.name === 'edit' || route.name === 'new' || route.name === 'replay' ? 'active' : ''}>
               Workflows
             </Link>
             <Link to={{ name: 'runs', filter: {} }} className={route.name === 'runs' || route.name === 'run' ? 'active' : ''}>
@@ -127,6 +128,8 @@ function View({ route }: { route: Route }) {
       return <RunsPage filter={route.filter} />;
     case 'run':
       return <RunPage runId={route.runId} />;
+    case 'replay':
+      return <ReplayPage replayId={route.replayId} />;
     case 'notFound':
       return (
         <div className="page">

@@ -4,6 +4,7 @@ import { useEffect, useMemo, useState } from 'react';
 import type { ApiError } from './api';
 import { GraphList, GraphView } from './graphview';
 import { NodePanel } from './nodepanel';
+import { WorkflowReplays } from './replaypage';
 import { runStatusLabel } from './runstate';
 import type { Route } from './router';
 import type { Graph, Page, RevisionDetail, Run, WorkflowDetail, WorkflowLimits, WorkflowSummary } from './types';
@@ -225,6 +226,7 @@ export function WorkflowPage({ workflowKey }: { workflowKey: string }) {
                 <GraphWithPanel graph={w.draft.graph} />
               </>
             )}
+            <WorkflowReplays workflowKey={w.key} />
             <h2>Recent runs</h2>
             <RunsTable filter={{ workflowKey: w.key }} limit={10} compact />
           </>

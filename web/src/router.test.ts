@@ -11,6 +11,7 @@ describe('routes', () => {
       ['/ui/new', { name: 'new' }],
       ['/ui/runs', { name: 'runs', filter: {} }],
       ['/ui/runs/2fb67755-be03-49b6-8cf8-065d1999b931', { name: 'run', runId: '2fb67755-be03-49b6-8cf8-065d1999b931' }],
+      ['/ui/replays/rpl_5c0e9a7d-3b1f-4c2e-9d0a-1e2f3a4b5c6d', { name: 'replay', replayId: 'rpl_5c0e9a7d-3b1f-4c2e-9d0a-1e2f3a4b5c6d' }],
     ];
     for (const [path, route] of cases) {
       expect(parseRoute(path)).toEqual(route);
@@ -29,5 +30,6 @@ describe('routes', () => {
     expect(parseRoute('/ui')).toEqual({ name: 'workflows' });
     expect(parseRoute('/ui/workflows/k/revisions/0').name).toBe('notFound');
     expect(parseRoute('/ui/nope').name).toBe('notFound');
+    expect(parseRoute('/ui/replays').name).toBe('notFound');
   });
 });

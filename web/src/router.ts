@@ -12,6 +12,7 @@ export type Route =
   | { name: 'revision'; key: string; revision: number }
   | { name: 'runs'; filter: { workflowKey?: string; status?: string; mode?: string } }
   | { name: 'run'; runId: string }
+  | { name: 'replay'; replayId: string }
   | { name: 'notFound'; path: string };
 
 export function parseRoute(pathname: string, search = ''): Route {
@@ -46,6 +47,7 @@ export function parseRoute(pathname: string, search = ''): Route {
     }
     if (seg.length === 2) return { name: 'run', runId: seg[1] };
   }
+  if (seg[0] === 'replays' && seg.length === 2) return { name: 'replay', replayId: seg[1] };
   return { name: 'notFound', path: pathname };
 }
 
@@ -70,6 +72,8 @@ export function routePath(r: Route): string {
     }
     case 'run':
       return `${BASE}/runs/${e(r.runId)}`;
+    case 'replay':
+      return `${BASE}/replays/${e(r.replayId)}`;
     case 'notFound':
       return r.path;
   }

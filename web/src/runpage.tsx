@@ -190,6 +190,12 @@ export function RunPage({ runId }: { runId: string }) {
             </span>
             <span>
               by {run.actor.name || run.actor.sub} via {run.origin.kind}
+              {run.origin.kind === 'replay' && run.origin.id && (
+                <>
+                  {' '}
+                  (<Link to={{ name: 'replay', replayId: run.origin.id }}>the replay's report</Link>)
+                </>
+              )}
             </span>
             <span>{run.startedAt ? `started ${formatTime(run.startedAt)}` : `enqueued ${formatTime(run.createdAt)}`}</span>
             {run.finishedAt && run.startedAt && <span>took {formatDuration(Date.parse(run.finishedAt) - Date.parse(run.startedAt))}</span>}

@@ -280,3 +280,45 @@ export interface Variable {
   sample?: string;
   description?: string;
 }
+
+/** A replay verdict ('' while the run is not compared yet). */
+export type Verdict = 'same' | 'output-changed' | 'path-changed' | 'now-fails' | 'now-succeeds' | 'not-replayable' | '';
+
+/** One recorded live run of a replay (GET /v1/replays/{id}). */
+export interface ReplayRun {
+  runId: string;
+  verdict: Verdict;
+  /** Why a run is not replayable (RESULTS_DELETED, …). */
+  reason?: string;
+  /** The run of the draft in simulation; GET /v1/runs/{id} reads it. */
+  simulationRunId?: string;
+  recordedStatus?: string;
+  simulatedStatus?: string;
+  diff?: {
+    output?: { op: 'replace' | 'add' | 'remove'; path: string; from?: unknown; to?: unknown }[];
+    nodes?: { nodeId: string; recorded: string; simulated: string }[];
+    unrecorded?: string[];
+    truncated?: boolean;
+  };
+}
+
+/** A replay of recorded live runs through a draft (GET /v1/replays/{id}). */
+export interface Replay {
+  replayId: string;
+  workflowKey: string;
+  draftRevision: number;
+  status: 'running' | 'done';
+  createdAt: string;
+  finishedAt?: string | null;
+  summary: {
+    same: number;
+    outputChanged: number;
+    pathChanged: number;
+    nowFails: number;
+    nowSucceeds: number;
+    notReplayable: number;
+    pending: number;
+  };
+  /** Every replayed run; absent from list items. */
+  runs?: ReplayRun[];
+}
