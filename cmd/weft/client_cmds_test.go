@@ -34,6 +34,13 @@ func (r cliResult) String() string {
 // returns its output and exit status (a non-zero status is not a failure).
 func weftCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
+	return weftCLIWithin(t, 2*time.Minute, env, args...)
+}
+
+// weftCLIWithin is weftCLI for a command that may take longer than two
+// minutes: it fails the test only after limit.
+func weftCLIWithin(t *testing.T, limit time.Duration, env []string, args ...string) cliResult {
+	t.Helper()
 	cmd := exec.Command(weftBin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
@@ -44,10 +51,10 @@ func weftCLI(t *testing.T, env []string, args ...string) cliResult {
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(limit):
 		_ = cmd.Process.Kill()
 		<-done
-		t.Fatalf("weft %v did not finish within 2 minutes:\n%s%s", args, stdout.String(), stderr.String())
+		t.Fatalf("weft %v did not finish within %s:\n%s%s", args, limit, stdout.String(), stderr.String())
 	}
 	r := cliResult{args: args, stdout: stdout.String(), stderr: stderr.String()}
 	var ee *exec.ExitError
