@@ -7,7 +7,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/weftworks/weft/auth"
+	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/starter"
 )
 
 const principalKey = "weft.principal"
@@ -85,4 +87,17 @@ func requireScopes(scopes ...string) echo.MiddlewareFunc {
 func principal(c echo.Context) auth.Principal {
 	p, _ := c.Get(principalKey).(auth.Principal)
 	return p
+}
+
+// apiTrusted is the trusted context of a run the API starts for the
+// caller: tenant, actor and permission snapshot come from the token,
+// never from the body.
+func apiTrusted(p auth.Principal) starter.Trusted {
+	return starter.Trusted{
+		TenantID:    p.Tenant,
+		TenantName:  p.TenantName,
+		Actor:       execution.Actor{Kind: "user", Sub: p.Sub, Name: p.Name, Email: p.Email},
+		Origin:      execution.Origin{Kind: "api"},
+		Permissions: p.Scopes,
+	}
 }

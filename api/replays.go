@@ -9,10 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/weftworks/weft/auth"
-	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/replay"
-	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 )
 
@@ -74,13 +72,7 @@ func (s *Server) startReplay(c echo.Context) error {
 	started, err := s.deps.Replays.Start(c.Request().Context(), replay.Request{
 		WorkflowKey: key, DraftRevision: body.DraftRevision, Runs: body.Runs, Last: body.Last,
 		Status: body.Status, Fixtures: body.Fixtures,
-	}, starter.Trusted{
-		TenantID:    p.Tenant,
-		TenantName:  p.TenantName,
-		Actor:       execution.Actor{Kind: "user", Sub: p.Sub, Name: p.Name, Email: p.Email},
-		Origin:      execution.Origin{Kind: "api"},
-		Permissions: p.Scopes,
-	})
+	}, apiTrusted(p))
 	if err != nil {
 		return err
 	}

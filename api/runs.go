@@ -104,13 +104,7 @@ func (s *Server) enqueueRun(c echo.Context) error {
 		Fixtures:       body.Fixtures,
 		ToolGrants:     body.ToolGrants,
 		Budget:         body.Budget,
-	}, starter.Trusted{
-		TenantID:    p.Tenant,
-		TenantName:  p.TenantName,
-		Actor:       execution.Actor{Kind: "user", Sub: p.Sub, Name: p.Name, Email: p.Email},
-		Origin:      execution.Origin{Kind: "api"},
-		Permissions: p.Scopes,
-	})
+	}, apiTrusted(p))
 	if err != nil {
 		return err
 	}
