@@ -14,31 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/client"
+	"github.com/weftworks/weft/internal/testinfra"
 )
-
-// routingJSON is docs/replays.md's order-routing diamond with the gate
-// expression expr: pass goes to bulk, fail to single, two echoes a merge
-// joins.
-func routingJSON(expr string) string {
-	return fmt.Sprintf(`{
-  "schemaVersion": 1,
-  "nodes": [
-    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
-    {"id": "gate", "kind": "gate", "inputs": {"in": "any"}, "outputs": {"pass": "any", "fail": "any"},
-     "language": "cel/v1", "expression": %q},
-    {"id": "bulk", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
-    {"id": "single", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
-    {"id": "join", "kind": "merge", "inputs": {"bulk": "any", "single": "any"}, "outputs": {"out": "any"}},
-    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
-  ],
-  "edges": [
-    {"from": "in.out", "to": "gate.in"},
-    {"from": "gate.pass", "to": "bulk.in"}, {"from": "gate.fail", "to": "single.in"},
-    {"from": "bulk.out", "to": "join.bulk"}, {"from": "single.out", "to": "join.single"},
-    {"from": "join.out", "to": "out.in"}
-  ]
-}`, expr)
-}
 
 var pushedDraft = regexp.MustCompile(`(?m)^pushed order-routing: draft revision (\d+)`)
 
@@ -59,7 +36,7 @@ func TestReplayCLILive(t *testing.T) {
 
 	push := func(expr string) int {
 		t.Helper()
-		f := writeFile(t, dir, "order-routing.json", routingJSON(expr))
+		f := writeFile(t, dir, "order-routing.json", testinfra.RoutingGraph(expr))
 		r := weftCLI(t, env, "push", f, "--key", "order-routing")
 		require.Equal(t, 0, r.code, "push:\n%s", r)
 		m := pushedDraft.FindStringSubmatch(r.stdout)

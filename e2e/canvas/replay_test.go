@@ -10,31 +10,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// routingGraph is docs/replays.md's order-routing diamond: the gate
-// `input.qty > threshold` sends an order to bulk (pass) or single (fail),
-// two echoes a merge joins.
-func routingGraph(threshold int) string {
-	return fmt.Sprintf(`{
-  "schemaVersion": 1,
-  "nodes": [
-    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
-    {"id": "gate", "kind": "gate", "inputs": {"in": "any"}, "outputs": {"pass": "any", "fail": "any"},
-     "language": "cel/v1", "expression": "input.qty > %d"},
-    {"id": "bulk", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
-    {"id": "single", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
-    {"id": "join", "kind": "merge", "inputs": {"bulk": "any", "single": "any"}, "outputs": {"out": "any"}},
-    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
-  ],
-  "edges": [
-    {"from": "in.out", "to": "gate.in"},
-    {"from": "gate.pass", "to": "bulk.in"}, {"from": "gate.fail", "to": "single.in"},
-    {"from": "bulk.out", "to": "join.bulk"}, {"from": "single.out", "to": "join.single"},
-    {"from": "join.out", "to": "out.in"}
-  ]
-}`, threshold)
-}
+	"github.com/weftworks/weft/internal/testinfra"
+)
 
 // replayDoc is the part of GET /v1/replays/{id} the test reads.
 type replayDoc struct {
@@ -72,7 +50,7 @@ func (w *world) waitReplay(t *testing.T, id string) replayDoc {
 func TestReplayReport(t *testing.T) {
 	w := env(t)
 	const key = "order-routing"
-	w.publish(t, key, routingGraph(2))
+	w.publish(t, key, testinfra.RoutingGraph("input.qty > 2"))
 	byQty := map[int]string{}
 	for qty := 1; qty <= 4; qty++ {
 		byQty[qty] = w.run(t, key, map[string]any{"qty": qty})
@@ -81,7 +59,7 @@ func TestReplayReport(t *testing.T) {
 		w.waitRunStatus(t, byQty[qty], "succeeded")
 	}
 
-	res := w.do(t, http.MethodPut, "/v1/workflows/"+key+"/draft", map[string]any{"expectedRevision": 1, "graph": json.RawMessage(routingGraph(3))})
+	res := w.do(t, http.MethodPut, "/v1/workflows/"+key+"/draft", map[string]any{"expectedRevision": 1, "graph": json.RawMessage(testinfra.RoutingGraph("input.qty > 3"))})
 	require.Equal(t, http.StatusOK, res.Status, "save the draft: %d %s", res.Status, res.Body)
 	draft := int(res.JSON(t)["draftRevision"].(float64))
 	res = w.do(t, http.MethodPost, "/v1/workflows/"+key+"/replays", map[string]any{"draftRevision": draft, "last": 4})
