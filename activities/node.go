@@ -171,8 +171,12 @@ func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n gra
 		a.logger.Error("action handler panicked", "node", n.ID, "action", n.Action.String(), "panic", p)
 		return permanent(execution.ErrActionFailed, nil, "node %q: action %s panicked", n.ID, n.Action)
 	}
-	if err := awaitCarried(ctx); err != nil { // the log first, then the effect
-		return nil, err
+	// The log first, then the effect. A read action has none: its attempt
+	// does not wait for the events it carries (withCarriedEvents).
+	if act.Contract.Risk != graph.RiskRead {
+		if err := awaitCarried(ctx); err != nil {
+			return nil, err
+		}
 	}
 	out, err := bounded(hctx, onPanic, func() (json.RawMessage, error) {
 		return act.Handler(hctx, catalog.Call{
