@@ -160,11 +160,12 @@ func withCarriedEvents(run nodeRunner, events eventAppender, appended *appendedR
 		c := &carried{done: make(chan struct{})}
 		// Not the attempt's context: the append may outlive the attempt.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), carriedAppendTimeout)
+		pending := unappended(b, appended.through(in.TenantID, in.RunID))
 		go func() {
 			defer cancel()
 			defer close(c.done)
-			if len(b.Events) > 0 || b.Run != nil {
-				c.err = events.AppendEvents(actx, in.TenantID, in.RunID, b.Events, b.Run)
+			if len(pending) > 0 || b.Run != nil {
+				c.err = events.AppendEvents(actx, in.TenantID, in.RunID, pending, b.Run)
 			}
 			if c.err == nil {
 				appended.record(in.TenantID, in.RunID, b.Through)
@@ -186,6 +187,18 @@ func withCarriedEvents(run nodeRunner, events eventAppender, appended *appendedR
 		}
 		return res, err
 	}
+}
+
+// unappended is the suffix of b's events after ordinal known: a batch holds
+// consecutive ordinals ending at b.Through, and those through known are
+// committed already (appendedRuns), so hashing and sending them again
+// would be wasted work (the store would skip them by key).
+func unappended(b *execution.EventBatch, known int) []execution.EventDraft {
+	first := b.Through - len(b.Events) + 1
+	if skip := known - first + 1; skip > 0 {
+		return b.Events[min(skip, len(b.Events)):]
+	}
+	return b.Events
 }
 
 // carried is an attempt's append of the events it carries.
