@@ -100,7 +100,7 @@ func (a *NodeActivities) action(ctx context.Context, in execution.NodeInput, rev
 	if !ok {
 		return execution.NodeResult{}, permanent(execution.ErrActionUnavailable, nil, "node %q: action %s is not registered on this worker", n.ID, ref)
 	}
-	if h := catalog.ContractHash(act.Contract); h != pinned.Hash {
+	if h, _ := a.actions.Hash(ref.ID, ref.Version); h != pinned.Hash {
 		return execution.NodeResult{}, permanent(execution.ErrActionUnavailable, nil,
 			"node %q: this worker's %s contract (hash %s) differs from the pinned one (hash %s)", n.ID, ref, h, pinned.Hash)
 	}
