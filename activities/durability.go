@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -130,16 +131,26 @@ func bounded[T any](ctx context.Context, onPanic func(p any) error, fn func() (T
 }
 
 // withCarriedEvents appends the interpreter events an attempt carries
-// (NodeInput.Events, interpreter version 2) and reports how far they are
-// appended (NodeResult.EventsThrough). The append runs while the node
-// prepares (revision, authority, mapping, schema checks: reads only);
-// whatever has an effect outside the attempt waits for it first
-// (awaitCarried: the action's handler, the agent harness), so the log holds
-// node.started and what led to it before the node does anything. The
-// interpreter keeps the events buffered until such a report, so an attempt
-// that fails here, or before it could answer, loses nothing: the next
-// carrier or flush appends them again (keys make repeats harmless).
-func withCarriedEvents(run nodeRunner, events eventAppender) nodeRunner {
+// (NodeInput.Events, interpreter version 2) and reports how far the run's
+// events are known to be appended (NodeResult.EventsThrough). The append
+// starts with the attempt and runs while the node prepares (revision,
+// authority, mapping, schema checks: reads only). Whatever has an effect
+// outside the attempt waits for it first (awaitCarried: a workspace-write
+// action's handler, the agent harness), so the log holds node.started and
+// what led to it before the node does anything.
+//
+// An attempt that never waited (a read action, a simulated node: nothing
+// outside the attempt depends on the log) does not wait at its end either:
+// it answers at once and reports the highest ordinal this worker has seen
+// committed for the run (appendedRuns), its own batch's if that append
+// already finished. An append still running finishes on its own, detached
+// from the attempt. The interpreter keeps every event buffered until some
+// attempt or flush reports it appended, so an attempt that fails, answers
+// before its append commits, or dies with its worker loses nothing: the
+// next carrier or flush appends the events again (keys make repeats
+// harmless), and the run's last flush appends whatever is left before the
+// run is reported closed.
+func withCarriedEvents(run nodeRunner, events eventAppender, appended *appendedRuns) nodeRunner {
 	return func(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
 		b := in.Events
 		if b == nil {
@@ -147,30 +158,58 @@ func withCarriedEvents(run nodeRunner, events eventAppender) nodeRunner {
 		}
 		in.Events = nil // the node itself never sees them
 		c := &carried{done: make(chan struct{})}
+		// Not the attempt's context: the append may outlive the attempt.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), carriedAppendTimeout)
+		pending := unappended(b, appended.through(in.TenantID, in.RunID))
 		go func() {
+			defer cancel()
 			defer close(c.done)
-			if len(b.Events) > 0 || b.Run != nil {
-				c.err = events.AppendEvents(ctx, in.TenantID, in.RunID, b.Events, b.Run)
+			if len(pending) > 0 || b.Run != nil {
+				c.err = events.AppendEvents(actx, in.TenantID, in.RunID, pending, b.Run)
+			}
+			if c.err == nil {
+				appended.record(in.TenantID, in.RunID, b.Through)
 			}
 		}()
 		res, err := run(context.WithValue(ctx, carriedKey{}, c), in)
-		if aerr := c.wait(); aerr != nil {
-			return execution.NodeResult{}, aerr
+		if c.awaited.Load() {
+			// The attempt made its append part of its outcome: as it waited.
+			if aerr := c.wait(); aerr != nil {
+				return execution.NodeResult{}, aerr
+			}
+			if err == nil {
+				res.EventsThrough = b.Through
+			}
+			return res, err
 		}
 		if err == nil {
-			res.EventsThrough = b.Through
+			res.EventsThrough = min(appended.through(in.TenantID, in.RunID), b.Through)
 		}
 		return res, err
 	}
 }
 
+// unappended is the suffix of b's events after ordinal known: a batch holds
+// consecutive ordinals ending at b.Through, and those through known are
+// committed already (appendedRuns), so hashing and sending them again
+// would be wasted work (the store would skip them by key).
+func unappended(b *execution.EventBatch, known int) []execution.EventDraft {
+	first := b.Through - len(b.Events) + 1
+	if skip := known - first + 1; skip > 0 {
+		return b.Events[min(skip, len(b.Events)):]
+	}
+	return b.Events
+}
+
 // carried is an attempt's append of the events it carries.
 type carried struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	err     error
+	awaited atomic.Bool // the attempt waited for the append (awaitCarried)
 }
 
 func (c *carried) wait() error {
+	c.awaited.Store(true)
 	<-c.done
 	if c.err != nil {
 		return storeError(execution.ErrAppendRefused, c.err, "append the interpreter's events")

@@ -100,7 +100,7 @@ func (a *NodeActivities) action(ctx context.Context, in execution.NodeInput, rev
 	if !ok {
 		return execution.NodeResult{}, permanent(execution.ErrActionUnavailable, nil, "node %q: action %s is not registered on this worker", n.ID, ref)
 	}
-	if h := catalog.ContractHash(act.Contract); h != pinned.Hash {
+	if h, _ := a.actions.Hash(ref.ID, ref.Version); h != pinned.Hash {
 		return execution.NodeResult{}, permanent(execution.ErrActionUnavailable, nil,
 			"node %q: this worker's %s contract (hash %s) differs from the pinned one (hash %s)", n.ID, ref, h, pinned.Hash)
 	}
@@ -171,8 +171,12 @@ func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n gra
 		a.logger.Error("action handler panicked", "node", n.ID, "action", n.Action.String(), "panic", p)
 		return permanent(execution.ErrActionFailed, nil, "node %q: action %s panicked", n.ID, n.Action)
 	}
-	if err := awaitCarried(ctx); err != nil { // the log first, then the effect
-		return nil, err
+	// The log first, then the effect. A read action has none: its attempt
+	// does not wait for the events it carries (withCarriedEvents).
+	if act.Contract.Risk != graph.RiskRead {
+		if err := awaitCarried(ctx); err != nil {
+			return nil, err
+		}
 	}
 	out, err := bounded(hctx, onPanic, func() (json.RawMessage, error) {
 		return act.Handler(hctx, catalog.Call{

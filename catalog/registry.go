@@ -65,7 +65,10 @@ type Action struct {
 // Registry is the set of actions a worker runs, keyed by id@version. It is
 // immutable after NewRegistry and safe for concurrent use.
 type Registry struct {
-	byRef     map[graph.ActionRef]Action
+	byRef map[graph.ActionRef]Action
+	// hashes are the contracts' ContractHash, computed once: every node
+	// attempt compares its pinned hash with the worker's.
+	hashes    map[graph.ActionRef]string
 	contracts []graph.ActionContract
 }
 
@@ -74,7 +77,7 @@ type Registry struct {
 // a wiring mistake), a missing handler, and a contract whose schemas do not
 // compile, so a bad action stops the worker at start rather than a run.
 func NewRegistry(actions ...Action) (*Registry, error) {
-	r := &Registry{byRef: make(map[graph.ActionRef]Action, len(actions))}
+	r := &Registry{byRef: make(map[graph.ActionRef]Action, len(actions)), hashes: make(map[graph.ActionRef]string, len(actions))}
 	for _, a := range actions {
 		c := a.Contract
 		ref := graph.ActionRef{ID: c.ID, Version: c.Version}
@@ -92,10 +95,12 @@ func NewRegistry(actions ...Action) (*Registry, error) {
 				return nil, fmt.Errorf("catalog: action %s %s: %w", ref, name, err)
 			}
 		}
-		if ContractHash(c) == "" {
+		h := ContractHash(c)
+		if h == "" {
 			return nil, fmt.Errorf("catalog: action %s contract cannot be hashed", ref)
 		}
 		r.byRef[ref] = a
+		r.hashes[ref] = h
 		r.contracts = append(r.contracts, c)
 	}
 	slices.SortFunc(r.contracts, func(a, b graph.ActionContract) int {
@@ -111,6 +116,15 @@ func (r *Registry) Lookup(id string, version int) (Action, bool) {
 	}
 	a, ok := r.byRef[graph.ActionRef{ID: id, Version: version}]
 	return a, ok
+}
+
+// Hash returns the ContractHash of the action registered as id@version.
+func (r *Registry) Hash(id string, version int) (string, bool) {
+	if r == nil {
+		return "", false
+	}
+	h, ok := r.hashes[graph.ActionRef{ID: id, Version: version}]
+	return h, ok
 }
 
 // Contracts returns every registered contract sorted by id then version:

@@ -49,6 +49,11 @@ func TestRegistry(t *testing.T) {
 	require.Equal(t, "workspace.notes.write", got[4].ID, "contracts %v", got)
 	_, ok := r.Lookup("core.echo", 2)
 	require.False(t, ok, "core.echo@2 should not resolve")
+	h, ok := r.Hash("core.echo", 1)
+	require.True(t, ok)
+	require.Equal(t, catalog.ContractHash(catalog.EchoV1), h, "the hash every attempt compares with its pinned one")
+	_, ok = r.Hash("core.echo", 2)
+	require.False(t, ok)
 	dup := catalog.Action{Contract: catalog.EchoV1, Handler: func(context.Context, catalog.Call) (json.RawMessage, error) { return nil, nil }}
 	_, err := catalog.NewRegistry(append(catalog.Builtins(catalog.BuiltinDeps{}), dup)...)
 	require.Error(t, err, "duplicate id@version accepted")

@@ -529,6 +529,64 @@ func TestDrillWorkerKilledBetweenCompletionAndAppend(t *testing.T) {
 	}
 }
 
+// The worker dies after a read action answered but before any of the
+// events its attempts carried could commit: the test holds run_events
+// locked (EXCLUSIVE: readers pass, appends wait) from before the run
+// starts until the worker is dead. Read actions answer without waiting for
+// their carried appends, so "a" and "die" both answer with nothing
+// confirmed; the log is still empty when the worker dies. Once the lock
+// is released the dead worker's appends may still commit or not: either
+// way the next worker carries every event again, and the log holds each
+// exactly once, the chain intact, before the run is reported closed.
+func TestDrillWorkerKilledBeforeCarriedEventsCommit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.spawnWorker() // publishes the drill actions
+	first.kill(syscall.SIGTERM, 30*time.Second)
+	e.publish("between", betweenGraph)
+	marker := filepath.Join(t.TempDir(), "died")
+	w := e.spawnWorker(dieMarkerEnv + "=" + marker)
+
+	ctx := context.Background()
+	tx, err := e.st.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `LOCK TABLE run_events IN EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	id := e.run("between", map[string]any{"ms": 0})
+	select { // the worker kills itself as soon as "die" answers
+	case <-w.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the worker did not die: %v", e.eventTypes(id))
+	}
+	require.Empty(t, e.eventTypes(id), "an append committed through the lock")
+	require.NoError(t, tx.Rollback(ctx))
+
+	next := e.spawnWorker(dieMarkerEnv + "=" + marker) // the marker exists: this one lives
+	v := e.wait(id, 2*time.Minute)
+	require.Equal(t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
+	e.checkChain(id)
+	seen := map[string]int{}
+	for _, ev := range e.events(id) {
+		var d execution.EventData
+		require.NoError(t, json.Unmarshal(ev.Data, &d))
+		switch ev.Type {
+		case execution.EventNodeAttemptLeaseLost, execution.EventNodeAttemptInfraRetry:
+			continue // recovery evidence may repeat per re-dispatch
+		}
+		seen[fmt.Sprintf("%s %s#%d %s>%s", ev.Type, ev.NodeID, ev.Attempt, d.From, d.To)]++
+	}
+	for k, n := range seen {
+		require.Equal(t, 1, n, "%q appears %d times", k, n)
+	}
+	require.Equal(t, 1, seen[fmt.Sprintf("%s #0 >", execution.EventRunStarted)], "run.started: %v", seen)
+	for _, node := range []string{"in", "a", "die", "b", "save", "out"} {
+		require.Equal(t, 1, seen[fmt.Sprintf("%s %s#1 >", execution.EventNodeCompleted, node)], "%s completed once: %v", node, seen)
+	}
+	e.requireNotesOnceFor(id, "save")
+	next.kill(syscall.SIGTERM, 30*time.Second)
+}
+
 // requireNotesOnceFor: run id wrote exactly one note from node.
 func (e *env) requireNotesOnceFor(id, node string) {
 	e.t.Helper()

@@ -271,8 +271,8 @@ type NodeInput struct {
 	// on (tenant, run, node) regardless.
 	Redispatch int `json:"redispatch,omitempty"`
 	// Events are interpreter events not yet known to be in the log, which
-	// the activity appends before it runs the node (the interpreter's
-	// buffer riding along instead of a flush of its own).
+	// the activity appends, before anything with an outside effect (the
+	// interpreter's buffer riding along instead of a flush of its own).
 	Events *EventBatch `json:"events,omitempty"`
 	// Approval is the node's latest decided tool approval: the agent
 	// harness applies it to that call (Call.Ordinal) if it is still
@@ -283,7 +283,7 @@ type NodeInput struct {
 // EventBatch is the interpreter's buffer as an activity carries it: events
 // in ordinal order (appending them again is harmless: keys), the run update
 // that goes with them, and the ordinal of the last one, which the activity
-// reports back (NodeResult.EventsThrough) once they are appended.
+// reports back (NodeResult.EventsThrough) once they are known appended.
 type EventBatch struct {
 	Events  []EventDraft `json:"events,omitempty"`
 	Run     *RunUpdate   `json:"run,omitempty"`
@@ -297,8 +297,10 @@ type NodeResult struct {
 	Value Value  `json:"value"`
 	// DurationMs is a simulated duration (fixtures) the virtual clock advances by.
 	DurationMs int64 `json:"durationMs,omitempty"`
-	// EventsThrough echoes NodeInput.Events.Through: the carried events
-	// are in the log, through that ordinal.
+	// EventsThrough is the ordinal through which the run's events are
+	// known to be in the log: NodeInput.Events.Through once the carried
+	// events are appended, less (or 0) when the attempt answered before
+	// its append committed (a read action does not wait for it).
 	EventsThrough int `json:"eventsThrough,omitempty"`
 	// Approval, instead of a port, says the agent attempt stopped before a
 	// tool call that needs a person's decision; the interpreter waits for

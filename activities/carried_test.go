@@ -1,0 +1,167 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/weftworks/weft/catalog"
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
+	"github.com/weftworks/weft/store"
+)
+
+// carriedDoc: a read action (core.echo) and a workspace-write one.
+const carriedDoc = `{"schemaVersion":1,"nodes":[
+ {"id":"in","kind":"input","outputs":{"out":"any"}},
+ {"id":"echo","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.echo","version":1}},
+ {"id":"write","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"test.write","version":1}},
+ {"id":"out","kind":"output","inputs":{"in":"any"}}],
+ "edges":[{"from":"in.out","to":"echo.in"},{"from":"echo.out","to":"write.in"},{"from":"write.out","to":"out.in"}]}`
+
+// carriedRun creates the run row the carried events are appended to.
+func carriedRun(t *testing.T, b *bundle) {
+	t.Helper()
+	_, _, err := b.st.CreateRun(context.Background(), store.Run{RunID: "run-1", TenantID: tenant, WorkflowKey: "wf", Checksum: b.checksum,
+		Mode: "live", Input: json.RawMessage(`{}`), InputHash: "h", WorkflowID: "weft-carried"}, "k")
+	require.NoError(t, err)
+}
+
+// batch is the interpreter's buffer holding events with ordinals 1..through.
+func batch(through int) *execution.EventBatch {
+	b := &execution.EventBatch{Through: through, Run: &execution.RunUpdate{Status: execution.StatusRunning}}
+	for o := 1; o <= through; o++ {
+		b.Events = append(b.Events, execution.EventDraft{Key: fmt.Sprintf("run-1/echo/%d/node.started/%d", o, o),
+			Type: execution.EventNodeStarted, NodeID: "echo", Attempt: o, At: time.Now().UTC(), Data: json.RawMessage(`{}`)})
+	}
+	return b
+}
+
+// lockRun holds the run row's lock, as a concurrent append does, so no
+// append can commit until the returned function releases it.
+func lockRun(t *testing.T, b *bundle) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.st.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM runs WHERE run_id = 'run-1' FOR UPDATE`)
+	require.NoError(t, err)
+	released := false
+	release = func() {
+		if !released {
+			released = true
+			require.NoError(t, tx.Rollback(ctx))
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// eventKeys lists the run's log; the test fails on an event appended twice.
+func eventKeys(t *testing.T, b *bundle) []string {
+	t.Helper()
+	evs, err := b.st.ListEvents(context.Background(), tenant, "run-1", 0, 100)
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	var keys []string
+	for _, e := range evs {
+		k := fmt.Sprintf("%s %s#%d", e.Type, e.NodeID, e.Attempt) // unique per event in these tests
+		require.False(t, seen[k], "event %s appended twice", k)
+		seen[k] = true
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// A read action has no effect the log must precede: its attempt answers
+// without waiting for the events it carries, confirming none it cannot
+// prove appended; the append commits on its own afterwards, and the next
+// attempt confirms it (from this worker's memory) while carrying the same
+// events again appends none of them twice.
+func TestReadActionDoesNotWaitForItsCarriedEvents(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, carriedDoc, withActions(writeAction(func(context.Context) {})))
+	carriedRun(t, b)
+	release := lockRun(t, b)
+
+	in := b.input("echo", graph.KindAction, map[string]string{"in": `{"x":1}`})
+	in.Events = batch(2)
+	res, err := b.runNode(in)
+	require.NoError(t, err)
+	require.Equal(t, `{"x":1}`, b.value(res.Value))
+	require.Zero(t, res.EventsThrough, "the append cannot have committed while the run row is locked")
+	require.Empty(t, eventKeys(t, b))
+
+	release()
+	require.Eventually(t, func() bool { return len(eventKeys(t, b)) == 2 }, 30*time.Second, 20*time.Millisecond,
+		"the detached append never committed")
+
+	in.Attempt = 2
+	in.Events = batch(3) // the unconfirmed prefix again, and one more
+	res, err = b.runNode(in)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, res.EventsThrough, 2, "the first batch is known appended")
+	require.LessOrEqual(t, res.EventsThrough, 3)
+	require.Eventually(t, func() bool { return len(eventKeys(t, b)) == 3 }, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, b.st.VerifyChain(context.Background(), tenant, "run-1"))
+	run, err := b.st.GetRun(context.Background(), tenant, "run-1")
+	require.NoError(t, err)
+	require.Equal(t, execution.StatusRunning, run.Status, "the run update went with the batch")
+}
+
+// A workspace-write action's handler runs only once the events its attempt
+// carries are in the log (node.started before the effect), and the
+// attempt confirms them.
+func TestWriteActionRunsAfterItsCarriedEvents(t *testing.T) {
+	t.Parallel()
+	var called atomic.Bool
+	var b *bundle
+	var logged []string
+	b = newBundle(t, carriedDoc, withActions(writeAction(func(context.Context) {
+		logged = eventKeys(t, b)
+		called.Store(true)
+	})))
+	carriedRun(t, b)
+	release := lockRun(t, b)
+
+	in := b.input("write", graph.KindAction, map[string]string{"in": `{"x":1}`})
+	in.Events = batch(2)
+	type outcome struct {
+		res execution.NodeResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := b.runNode(in)
+		done <- outcome{res, err}
+	}()
+	// While the append cannot commit, the handler must not run. (A
+	// pause, not a synchronisation: it can only hide a bug, never invent one.)
+	time.Sleep(300 * time.Millisecond)
+	require.False(t, called.Load(), "the handler ran before its attempt's events were in the log")
+	release()
+	var got outcome
+	select {
+	case got = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the attempt never finished")
+	}
+	require.NoError(t, got.err)
+	require.True(t, called.Load())
+	require.Len(t, logged, 2, "the handler saw the log without the carried events")
+	require.Equal(t, 2, got.res.EventsThrough)
+}
+
+// writeAction is test.write: a workspace-write action calling seen when it runs.
+func writeAction(seen func(context.Context)) catalog.Action {
+	a := testAction("test.write", func(ctx context.Context, c catalog.Call) (json.RawMessage, error) {
+		seen(ctx)
+		return c.Input, nil
+	})
+	a.Contract.Risk = graph.RiskWorkspaceWrite
+	return a
+}
