@@ -232,12 +232,21 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 		// e.g. a lone UTF-16 surrogate escape, which RFC 8785 (I-JSON) forbids.
 		return Accepted{}, failure.Wrap(err, failure.CodeInvalidInput, "input cannot be canonicalized (RFC 8785): it is not I-JSON")
 	}
-	bound, ok, err := s.store.BoundRun(ctx, tc.TenantID, req.WorkflowKey, req.IdempotencyKey)
-	if err != nil {
-		return Accepted{}, fmt.Errorf("starter: look up idempotency binding: %w", err)
+	// One round trip reads everything the checks below need: the binding,
+	// the revision with its workflow and limits, the actor's revocations
+	// (a live run's permission check). A bound key still uses none but the
+	// binding.
+	lookup := store.EnqueueLookup{TenantID: tc.TenantID, WorkflowKey: req.WorkflowKey,
+		IdempotencyKey: req.IdempotencyKey, Revision: req.Revision}
+	if mode == execution.ModeLive {
+		lookup.RevokedOf = tc.Actor.RequestedBy()
 	}
-	if ok {
-		return s.repeat(ctx, bound, hash, mode, req, tc)
+	reads, err := s.store.ReadForEnqueue(ctx, lookup)
+	if err != nil {
+		return Accepted{}, fmt.Errorf("starter: look up idempotency binding, revision, limits and revocations: %w", err)
+	}
+	if reads.BoundOK {
+		return s.repeat(ctx, reads.Bound, hash, mode, req, tc)
 	}
 
 	var rev store.Revision
@@ -248,7 +257,7 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 			p, err = pin(draft)
 		}
 	} else {
-		rev, p, err = s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision)
+		rev, p, err = s.resolve(ctx, tc.TenantID, req.WorkflowKey, req.Revision, reads)
 	}
 	if err != nil {
 		return Accepted{}, err
@@ -264,11 +273,7 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	// from the acting principal (the user, or a service actor's creator).
 	var fx json.RawMessage
 	if mode == execution.ModeLive {
-		revoked, err := s.store.RevokedScopes(ctx, tc.TenantID, tc.Actor.RequestedBy())
-		if err != nil {
-			return Accepted{}, fmt.Errorf("starter: read revocations: %w", err)
-		}
-		if err := checkPermissions(compiled, authz.Effective(tc.Permissions, revoked)); err != nil {
+		if err := checkPermissions(compiled, authz.Effective(tc.Permissions, reads.Revoked)); err != nil {
 			return Accepted{}, err
 		}
 	} else if fx, err = checkFixtures(compiled, req.Fixtures, fixtureLimit(req)); err != nil {
@@ -276,9 +281,14 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 	}
 
 	// The workflow's default budget fills what the request's leaves unset.
-	wl, err := s.store.GetWorkflowLimits(ctx, tc.TenantID, req.WorkflowKey)
-	if err != nil {
-		return Accepted{}, fmt.Errorf("starter: read workflow limits: %w", err)
+	wl := reads.Limits
+	if !reads.WorkflowFound {
+		// Only a draft gets here without its workflow read (a published
+		// revision implies it): one created since the batch read it is
+		// read again, so the answer is the one a later read would give.
+		if wl, err = s.store.GetWorkflowLimits(ctx, tc.TenantID, req.WorkflowKey); err != nil {
+			return Accepted{}, fmt.Errorf("starter: read workflow limits: %w", err)
+		}
 	}
 	var budget store.Budget
 	if req.Budget != nil {
@@ -414,42 +424,25 @@ func checkRequest(req *Request) (execution.Mode, error) {
 	return mode, nil
 }
 
-// resolve finds the revision to run: the one named, or the latest published.
-func (s *Starter) resolve(ctx context.Context, tenant, key string, n *int) (store.Revision, *pinned, error) {
-	var rev store.Revision
-	var err error
-	if n != nil {
-		rev, err = s.store.GetRevision(ctx, tenant, key, *n)
-		if errors.Is(err, failure.ErrNotFound) {
-			return store.Revision{}, nil, failure.New(failure.CodeNotFound, "workflow %q has no published revision %d", key, *n)
-		}
-	} else {
-		rev, err = s.store.LatestRevision(ctx, tenant, key)
-		if errors.Is(err, failure.ErrNotFound) {
-			return store.Revision{}, nil, s.notPublished(ctx, tenant, key)
-		}
+// resolve finds the revision to run, the one named or the latest
+// published, in what ReadForEnqueue read. Absent, it is a 404 for a
+// missing workflow or revision, NOT_PUBLISHED for a workflow never
+// published.
+func (s *Starter) resolve(ctx context.Context, tenant, key string, n *int, reads store.EnqueueReads) (store.Revision, *pinned, error) {
+	switch {
+	case reads.RevisionFound:
+	case n != nil:
+		return store.Revision{}, nil, failure.New(failure.CodeNotFound, "workflow %q has no published revision %d", key, *n)
+	case !reads.WorkflowFound:
+		return store.Revision{}, nil, failure.New(failure.CodeNotFound, "workflow %q not found", key)
+	default:
+		return store.Revision{}, nil, failure.New(failure.CodeNotPublished, "workflow %q has no published revision; publish it first", key)
 	}
-	if err != nil {
-		return store.Revision{}, nil, fmt.Errorf("starter: resolve revision: %w", err)
-	}
-	p, err := s.pinnedRevision(ctx, tenant, rev.Checksum) // revisions.go
+	p, err := s.pinnedRevision(ctx, tenant, reads.Revision.Checksum) // revisions.go
 	if err != nil {
 		return store.Revision{}, nil, err
 	}
-	return rev, p, nil
-}
-
-// notPublished tells a workflow that does not exist (404) from one that
-// was never published (422 NOT_PUBLISHED).
-func (s *Starter) notPublished(ctx context.Context, tenant, key string) error {
-	_, err := s.store.GetWorkflow(ctx, tenant, key)
-	switch {
-	case errors.Is(err, failure.ErrNotFound):
-		return failure.New(failure.CodeNotFound, "workflow %q not found", key)
-	case err != nil:
-		return fmt.Errorf("starter: get workflow: %w", err)
-	}
-	return failure.New(failure.CodeNotPublished, "workflow %q has no published revision; publish it first", key)
+	return reads.Revision, p, nil
 }
 
 // sameRequest decides whether a repeated idempotency key asks for the run
