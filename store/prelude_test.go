@@ -112,3 +112,54 @@ func TestReadForEnqueueAgreesWithSingleReads(t *testing.T) {
 	check("bound key, named revision", "orders", "k", &one, "")
 	check("another key", "orders", "k2", nil, "alice")
 }
+
+// BenchmarkEnqueueReads is what an enqueue reads before its transaction,
+// from 20 goroutines at once (the weftbench enqueue load): the five single
+// reads it made before (binding, latest revision number, revision,
+// revocations, limits) against the one batch.
+func BenchmarkEnqueueReads(b *testing.B) {
+	ctx := context.Background()
+	st := testinfra.NewStore(b)
+	c, p, raw := compileExample(b, "")
+	if _, err := st.CreateWorkflow(ctx, "t1", "orders", raw, "alice"); err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := st.Publish(ctx, "t1", "orders", 1, c, p, "pub"); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("single", func(b *testing.B) {
+		b.SetParallelism(10)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, _, err := st.BoundRun(ctx, "t1", "orders", "k"); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := st.LatestRevision(ctx, "t1", "orders"); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := st.RevokedScopes(ctx, "t1", "alice"); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := st.GetWorkflowLimits(ctx, "t1", "orders"); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("batch", func(b *testing.B) {
+		b.SetParallelism(10)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := st.ReadForEnqueue(ctx, store.EnqueueLookup{TenantID: "t1", WorkflowKey: "orders",
+					IdempotencyKey: "k", RevokedOf: "alice"}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}

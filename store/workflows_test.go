@@ -18,7 +18,7 @@ import (
 )
 
 // exampleGraph is the SPEC §2 example, kept in examples/ for the walkthrough.
-func exampleGraph(t *testing.T) []byte {
+func exampleGraph(t testing.TB) []byte {
 	t.Helper()
 	b, err := os.ReadFile("../examples/quickstart.json")
 	require.NoError(t, err)
@@ -27,7 +27,7 @@ func exampleGraph(t *testing.T) []byte {
 
 // compileExample compiles the example graph, with expression swapped in
 // so tests can make distinct revisions.
-func compileExample(t *testing.T, expression string) (*graph.Compiled, *graph.Plan, []byte) {
+func compileExample(t testing.TB, expression string) (*graph.Compiled, *graph.Plan, []byte) {
 	t.Helper()
 	raw := exampleGraph(t)
 	if expression != "" {
