@@ -173,9 +173,18 @@ func (e *Engine) Start(ctx context.Context, req Request, tc starter.Trusted) (St
 		}
 		return Started{}, failure.Wrap(err, failure.CodeUnavailable, "the replay could not be started; retry shortly")
 	}
+	e.markStarted(ctx, r)
 	e.log.Info("replay started", "replay", r.ReplayID, "tenant", r.TenantID, "workflowKey", r.WorkflowKey,
 		"draftRevision", r.DraftRevision, "runs", len(runs), "actor", tc.Actor.Sub)
 	return Started{Replay: r, Runs: len(runs)}, nil
+}
+
+// markStarted notes an issued start so the sweeper leaves the replay
+// alone. Failing to note it costs only a repeated, harmless start.
+func (e *Engine) markStarted(ctx context.Context, r store.Replay) {
+	if err := e.store.MarkReplayStarted(context.WithoutCancel(ctx), r.TenantID, r.ReplayID); err != nil {
+		e.log.Warn("could not mark a replay started; the sweeper will issue its start again", "replay", r.ReplayID, "err", err)
+	}
 }
 
 // start issues the Temporal start of a replay's workflow. Its id is the
@@ -218,12 +227,14 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		switch {
 		case errors.As(err, &started):
 			// Finished without marking the replay done: impossible unless
-			// the Finish activity's writes were lost; say so.
+			// the Finish activity's writes were lost; say so, once.
 			e.log.Warn("replay workflow closed but the replay is running", "replay", r.ReplayID)
+			e.markStarted(ctx, r)
 		case err != nil:
 			errs = append(errs, fmt.Errorf("replay %s: %w", r.ReplayID, err))
 		default:
 			n++
+			e.markStarted(ctx, r)
 		}
 	}
 	return n, errors.Join(errs...)

@@ -312,14 +312,25 @@ func (s *Store) deleteReplaysFinishedBefore(ctx context.Context, t time.Time) (i
 	}
 }
 
-// StaleReplays returns replays of every tenant still running olderThan
-// after they were created, oldest first, with their runs' ids in order:
-// the replay sweeper starts their workflows again (the start is
-// idempotent on the workflow id), so a replay whose start was lost (the
-// API died between storing it and starting it) is still replayed.
+// MarkReplayStarted notes that the replay's workflow start was issued, so
+// StaleReplays no longer offers it to the sweeper.
+func (s *Store) MarkReplayStarted(ctx context.Context, tenantID, replayID string) error {
+	if _, err := s.Pool.Exec(ctx, `UPDATE replays SET started_at = now()
+		WHERE tenant_id = $1 AND replay_id = $2 AND started_at IS NULL`, tenantID, replayID); err != nil {
+		return fmt.Errorf("store: mark replay started: %w", err)
+	}
+	return nil
+}
+
+// StaleReplays returns replays of every tenant still running, and never
+// marked started (MarkReplayStarted), olderThan after they were created,
+// oldest first, with their runs' ids in order: the replay sweeper starts
+// their workflows again (the start is idempotent on the workflow id), so a
+// replay whose start was lost (the API died between storing it and
+// starting it) is still replayed.
 func (s *Store) StaleReplays(ctx context.Context, olderThan time.Duration, limit int) ([]Replay, [][]string, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT `+replayColumns+` FROM replays
-		WHERE status = 'running' AND created_at < now() - $1::bigint * interval '1 microsecond'
+		WHERE status = 'running' AND started_at IS NULL AND created_at < now() - $1::bigint * interval '1 microsecond'
 		ORDER BY created_at LIMIT $2`, olderThan.Microseconds(), limit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: stale replays: %w", err)

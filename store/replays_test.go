@@ -205,4 +205,10 @@ func TestStaleReplays(t *testing.T) {
 	require.Len(t, list, 1)
 	assert.Equal(t, stale.ReplayID, list[0].ReplayID)
 	assert.Equal(t, [][]string{{"r2", "r1"}}, runs)
+
+	// Once its start is issued, the sweeper leaves it alone.
+	require.NoError(t, st.MarkReplayStarted(ctx, "t1", stale.ReplayID))
+	list, _, err = st.StaleReplays(ctx, time.Minute, 10)
+	require.NoError(t, err)
+	assert.Empty(t, list)
 }
