@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 
@@ -49,18 +50,18 @@ func TestCarriedAppendSendsOnlyWhatIsNotKnownAppended(t *testing.T) {
 		return execution.NodeResult{Port: "out"}, nil
 	}
 	in := execution.NodeInput{TenantID: "t", RunID: "r", Events: draftBatch(1, 3)}
-	res, err := withCarriedEvents(waits, rec, appended)(context.Background(), in)
+	res, err := withCarriedEvents(waits, rec, appended, slog.Default())(context.Background(), in)
 	require.NoError(t, err)
 	require.Equal(t, 3, res.EventsThrough)
 
 	in.Events = draftBatch(2, 5) // 2 and 3 unconfirmed as far as the interpreter knows
-	res, err = withCarriedEvents(waits, rec, appended)(context.Background(), in)
+	res, err = withCarriedEvents(waits, rec, appended, slog.Default())(context.Background(), in)
 	require.NoError(t, err)
 	require.Equal(t, 5, res.EventsThrough)
 
 	in.RunID = "other" // nothing known of this run: everything is sent
 	in.Events = draftBatch(4, 5)
-	_, err = withCarriedEvents(waits, rec, appended)(context.Background(), in)
+	_, err = withCarriedEvents(waits, rec, appended, slog.Default())(context.Background(), in)
 	require.NoError(t, err)
 	require.Equal(t, [][]string{{"k1", "k2", "k3"}, {"k4", "k5"}, {"k4", "k5"}}, rec.calls)
 
@@ -68,7 +69,7 @@ func TestCarriedAppendSendsOnlyWhatIsNotKnownAppended(t *testing.T) {
 	// more than is known committed.
 	in.RunID = "r"
 	in.Events = draftBatch(6, 6)
-	res, err = withCarriedEvents(answers, rec, appended)(context.Background(), in)
+	res, err = withCarriedEvents(answers, rec, appended, slog.Default())(context.Background(), in)
 	require.NoError(t, err)
 	require.Contains(t, []int{5, 6}, res.EventsThrough)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -150,7 +151,7 @@ func bounded[T any](ctx context.Context, onPanic func(p any) error, fn func() (T
 // next carrier or flush appends the events again (keys make repeats
 // harmless), and the run's last flush appends whatever is left before the
 // run is reported closed.
-func withCarriedEvents(run nodeRunner, events eventAppender, appended *appendedRuns) nodeRunner {
+func withCarriedEvents(run nodeRunner, events eventAppender, appended *appendedRuns, logger *slog.Logger) nodeRunner {
 	return func(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
 		b := in.Events
 		if b == nil {
@@ -185,6 +186,16 @@ func withCarriedEvents(run nodeRunner, events eventAppender, appended *appendedR
 		if err == nil {
 			res.EventsThrough = min(appended.through(in.TenantID, in.RunID), b.Through)
 		}
+		// Nobody reads a detached append's error: the events stay buffered
+		// and are carried again, but a store that keeps refusing them must
+		// show in the worker's log.
+		go func() {
+			<-c.done
+			if c.err != nil {
+				logger.Warn("a carried event append failed; the events stay buffered and are carried again",
+					"tenant", in.TenantID, "run", in.RunID, "node", in.NodeID, "err", c.err)
+			}
+		}()
 		return res, err
 	}
 }
