@@ -321,7 +321,7 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 		return Accepted{}, fmt.Errorf("starter: create run: %w", err)
 	}
 	if !enq.Created {
-		// A concurrent enqueue bound the key between BoundRun and here.
+		// A concurrent enqueue bound the key between ReadForEnqueue and here.
 		return s.repeat(ctx, enq.Run, hash, mode, req, tc)
 	}
 	// The enqueue's admission pass may have admitted runs waiting before

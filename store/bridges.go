@@ -556,10 +556,13 @@ func (s *Store) ListRevocations(ctx context.Context, tenantID, sub string, after
 	return out, nil
 }
 
+// revokedScopesSQL reads the scopes revoked from a subject, sorted
+// (RevokedScopes, ReadForEnqueue).
+const revokedScopesSQL = `SELECT scope FROM revocations WHERE tenant_id = $1 AND sub = $2 ORDER BY scope`
+
 // RevokedScopes returns the scopes revoked from sub in tenant, sorted.
 func (s *Store) RevokedScopes(ctx context.Context, tenantID, sub string) ([]string, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT scope FROM revocations WHERE tenant_id = $1 AND sub = $2 ORDER BY scope`,
-		tenantID, sub)
+	rows, err := s.Pool.Query(ctx, revokedScopesSQL, tenantID, sub)
 	if err != nil {
 		return nil, fmt.Errorf("store: revoked scopes: %w", err)
 	}

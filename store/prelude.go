@@ -46,11 +46,7 @@ type EnqueueReads struct {
 func (s *Store) ReadForEnqueue(ctx context.Context, q EnqueueLookup) (EnqueueReads, error) {
 	var out EnqueueReads
 	b := &pgx.Batch{}
-	b.Queue(`
-		SELECT `+runColumns+` FROM runs WHERE run_id = (
-			SELECT run_id FROM idempotency_bindings
-			WHERE tenant_id = $1 AND workflow_key = $2 AND idempotency_key = $3)`,
-		q.TenantID, q.WorkflowKey, q.IdempotencyKey).QueryRow(func(row pgx.Row) error {
+	b.Queue(boundRunSQL, q.TenantID, q.WorkflowKey, q.IdempotencyKey).QueryRow(func(row pgx.Row) error {
 		run, err := scanRun(row)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -107,8 +103,7 @@ func (s *Store) ReadForEnqueue(ctx context.Context, q EnqueueLookup) (EnqueueRea
 		return nil
 	})
 	if q.RevokedOf != "" {
-		b.Queue(`SELECT scope FROM revocations WHERE tenant_id = $1 AND sub = $2 ORDER BY scope`,
-			q.TenantID, q.RevokedOf).Query(func(rows pgx.Rows) error {
+		b.Queue(revokedScopesSQL, q.TenantID, q.RevokedOf).Query(func(rows pgx.Rows) error {
 			scopes, err := pgx.CollectRows(rows, pgx.RowTo[string])
 			if err != nil {
 				return fmt.Errorf("store: revoked scopes: %w", err)

@@ -329,17 +329,20 @@ func (s *Store) deletedRunOf(ctx context.Context, tenantID, workflowKey, idempot
 		idempotencyKey, runID, deletedAt.UTC().Format(time.RFC3339)).WithDetails(details)
 }
 
+// boundRunSQL reads the run an idempotency key is bound to (BoundRun,
+// ReadForEnqueue).
+const boundRunSQL = `
+		SELECT ` + runColumns + ` FROM runs WHERE run_id = (
+			SELECT run_id FROM idempotency_bindings
+			WHERE tenant_id = $1 AND workflow_key = $2 AND idempotency_key = $3)`
+
 // BoundRun returns the run an idempotency key (tenant, workflow key, key)
 // already started, with ok=false when the key is not bound. The starter
 // looks it up before anything else, so a repeated enqueue is answered by
 // its binding even after a newer revision would refuse its input or need
 // permissions the caller lacks.
 func (s *Store) BoundRun(ctx context.Context, tenantID, workflowKey, idempotencyKey string) (run Run, ok bool, err error) {
-	run, err = scanRun(s.Pool.QueryRow(ctx, `
-		SELECT `+runColumns+` FROM runs WHERE run_id = (
-			SELECT run_id FROM idempotency_bindings
-			WHERE tenant_id = $1 AND workflow_key = $2 AND idempotency_key = $3)`,
-		tenantID, workflowKey, idempotencyKey))
+	run, err = scanRun(s.Pool.QueryRow(ctx, boundRunSQL, tenantID, workflowKey, idempotencyKey))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, false, nil
 	}
