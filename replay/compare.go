@@ -171,8 +171,9 @@ func ran(status string) bool {
 	return true
 }
 
-func union(a, b map[string]NodeOutcome) map[string]NodeOutcome {
-	u := make(map[string]NodeOutcome, len(a)+len(b))
+// union is a map holding the keys of both (b's values where both have one).
+func union[V any](a, b map[string]V) map[string]V {
+	u := make(map[string]V, len(a)+len(b))
 	maps.Copy(u, a)
 	maps.Copy(u, b)
 	return u
@@ -226,7 +227,7 @@ func (w *differ) diff(path string, a, b any) {
 		if !ok {
 			break
 		}
-		for _, k := range slices.Sorted(maps.Keys(union2(av, bv))) {
+		for _, k := range slices.Sorted(maps.Keys(union(av, bv))) {
 			p := path + "/" + graph.EscapePointerToken(k)
 			x, inA := av[k]
 			y, inB := bv[k]
@@ -261,13 +262,6 @@ func (w *differ) diff(path string, a, b any) {
 	if !equal(a, b) {
 		w.add(Op{Op: "replace", Path: path, From: shown(a), To: shown(b)})
 	}
-}
-
-func union2(a, b map[string]any) map[string]any {
-	u := make(map[string]any, len(a)+len(b))
-	maps.Copy(u, a)
-	maps.Copy(u, b)
-	return u
 }
 
 // decode reads a JSON value, numbers kept exact; absent (nil, empty) is
