@@ -98,7 +98,7 @@ func TestDiamondRunAndDeepLinks(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.ev[data-type="run.succeeded"]`))))
 	waitFor(t, ctx, "the run.succeeded event's data", `[...document.querySelectorAll('tr.ev-data pre')].some(p => p.textContent.includes('"nodeId": "out"'))`)
 	// The selected node's panel: attempts and pinned action.
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-node-id=small]`))))
+	click(t, ctx, `[data-node-id=small]`)
 	waitFor(t, ctx, "the node panel", `document.querySelector('[data-testid=node-panel]')?.textContent.includes('core.echo@1')`)
 	got := eval[string](t, ctx, `document.querySelector('[data-testid=temporal-link]').href`)
 	assert.Contains(t, got, "/workflows/weft-diamond-", "Temporal Web UI link %q does not name the workflow id weft-diamond-<hash>", got)
@@ -119,7 +119,7 @@ func TestDiamondRunAndDeepLinks(t *testing.T) {
 		document.querySelectorAll('[data-node-id]').length === 6`)
 	got = eval[string](t, ctx, `document.querySelector('[data-testid=compiled-order]').textContent`)
 	assert.Contains(t, got, "in→check→", "compiled order shows %q", got)
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-node-id=small]`))))
+	click(t, ctx, `[data-node-id=small]`)
 	waitFor(t, ctx, "the node panel with the mapping", `document.querySelector('[data-testid=mapping]')?.textContent.includes('small {{ item.id }}')`)
 	screenshot(t, ctx, "canvas-workflow")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Reload()))

@@ -35,7 +35,10 @@ func setField(t *testing.T, ctx context.Context, sel, value string) {
 	eval[bool](t, ctx, js)
 }
 
-// click clicks the element sel once it is there and enabled.
+// click clicks the element sel once it is there and enabled. It is a DOM
+// click, not a pointer at coordinates: a canvas still fitting its view (slow
+// under load) would move a node from under a pointer and the click would
+// land on the pane.
 func click(t *testing.T, ctx context.Context, sel string) {
 	t.Helper()
 	waitFor(t, ctx, "clickable "+sel, fmt.Sprintf(`(() => { const el = document.querySelector(%q); return !!el && !el.disabled; })()`, sel))
