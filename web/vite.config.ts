@@ -22,5 +22,10 @@ export default defineConfig({
   test: {
     include: ['src/**/*.test.ts'],
     environment: 'node',
+    // CI shares 2 cores with Go builds, a dev server and Chromium: the first
+    // ELK layout (loading elkjs) has taken over vitest's default 5 s there.
+    // Speed is measured by benchmarks, never by a test's deadline.
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
   },
 });
