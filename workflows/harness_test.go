@@ -151,9 +151,9 @@ type fakes struct {
 	// flushCalls is every AppendEvents local activity's events, in order,
 	// including those already appended.
 	flushCalls [][]execution.EventDraft
-	inputs   []execution.NodeInput
-	stored   []execution.StoreValuesInput
-	problems []string
+	inputs     []execution.NodeInput
+	stored     []execution.StoreValuesInput
+	problems   []string
 
 	// decisions are what LoadDecision finds, by decision id; identity is
 	// what UpdateIdentity answers (identities: what it was asked);
