@@ -218,10 +218,10 @@ func (i *interpreter) flushOrCarry() error {
 // version 4 exactly one of them carries it and the others carry nothing.
 // The log must still come before any effect outside an attempt, and only
 // the carrier waits for its append before such an effect (activities:
-// withCarriedEvents), so the attempt that may have one carries; the first
-// in compiled order when none may; and when two or more may, neither
-// could both carry and be sure of the other's node.started, so the
-// buffer is flushed first.
+// withCarriedEvents), so the attempt that may have one carries, and the
+// first in compiled order when none may. When two or more may, only one
+// of them could wait for the append and another might act before its
+// node.started is in the log, so the buffer is flushed first.
 func (i *interpreter) chooseCarrier(starting []*node) *node {
 	if len(starting) == 1 {
 		return starting[0]
