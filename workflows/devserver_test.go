@@ -123,7 +123,7 @@ out output in=m.out
 			flushed, carriers := fanOutCall(t, f, "a", "w", "z")
 			require.False(t, flushed)
 			require.Equal(t, []string{"w"}, carriers)
-			require.Equal(t, []string{"w"}, f.carriers)
+			require.Equal(t, []string{"w"}, f.carriedBy())
 		},
 	},
 	{

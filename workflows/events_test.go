@@ -121,7 +121,7 @@ out output in=m.out
 	flushed, carriers := fanOutCall(t, w.f, "a", "b", "c")
 	require.False(t, flushed, "the fan-out flushed before starting its attempts")
 	require.Equal(t, []string{"a"}, carriers)
-	require.Equal(t, []string{"a"}, w.f.carriers, "no other attempt carried anything")
+	require.Equal(t, []string{"a"}, w.f.carriedBy(), "no other attempt carried anything")
 	for _, id := range []string{"a", "b", "c"} {
 		require.Len(t, w.f.nodeInputs(id), 1)
 	}
@@ -145,7 +145,7 @@ out output in=m.out
 	flushed, carriers := fanOutCall(t, w.f, "a", "w", "z")
 	require.False(t, flushed)
 	require.Equal(t, []string{"w"}, carriers)
-	require.Equal(t, []string{"w"}, w.f.carriers)
+	require.Equal(t, []string{"w"}, w.f.carriedBy())
 	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 }
 
@@ -201,7 +201,7 @@ out output in=m.out
 	flushed, carriers := fanOutCall(t, w.f, "a", "b")
 	require.False(t, flushed)
 	require.Equal(t, []string{"a"}, carriers)
-	require.Equal(t, []string{"a"}, w.f.carriers)
+	require.Equal(t, []string{"a"}, w.f.carriedBy())
 	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 }
 
@@ -223,7 +223,7 @@ out output in=m.out
 	// completion is flushed; b never carries.
 	require.NotEmpty(t, carriers)
 	require.Equal(t, "a", carriers[0])
-	require.NotContains(t, w.f.carriers, "b")
+	require.NotContains(t, w.f.carriedBy(), "b")
 	events := w.f.events()
 	findEvent(t, events, execution.EventNodeStarted, "b", 1)
 	findEvent(t, events, execution.EventNodeAttemptFailed, "a", 1)

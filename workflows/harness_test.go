@@ -282,6 +282,13 @@ func (f *fakes) appendFrom(source string, in execution.AppendEventsInput) {
 	f.sources = append(f.sources, source)
 }
 
+// carriedBy lists, per carried batch, the node whose attempt carried it.
+func (f *fakes) carriedBy() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.carriers...)
+}
+
 // appendSources lists, per append, who made it.
 func (f *fakes) appendSources() []string {
 	f.mu.Lock()
