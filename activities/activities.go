@@ -48,6 +48,11 @@ type Deps struct {
 	// Observer is told the duration and outcome of every node attempt
 	// (observe.go); nil observes nothing. Attempts are logged either way.
 	Observer NodeObserver
+	// Revocations answers every live attempt's revocation read: the
+	// process's revocation cache (revcache.Cache, running) or nil to read
+	// each attempt's from Store. Tool calls read the run's authority from
+	// Store either way.
+	Revocations RevocationSource
 	// Drain is the worker's drain window on shutdown (WEFT_WORKER_DRAIN,
 	// the SDK's WorkerStopTimeout): attempts still running shortly before
 	// it ends are handed back as WORKER_DRAINED (durability.go).
@@ -75,11 +80,16 @@ func Register(r worker.ActivityRegistry, d Deps) error {
 	revs := newRevisionCache(d.Store, d.RevisionCacheSize)
 	vals := valueCodec{store: d.Store}
 
+	var revocations RevocationSource = d.Store
+	if d.Revocations != nil {
+		revocations = d.Revocations
+	}
 	plans := newPlanActivities(d.Store)
 	events := &EventActivities{events: d.Store}
 	local := &LocalNodeActivities{revisions: revs, values: vals}
 	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger,
-		fixtures: newFixtureCache(d.Store, DefaultFixtureCacheSize), agents: d.Agents, revocations: d.Store}
+		fixtures: newFixtureCache(d.Store, DefaultFixtureCacheSize), agents: d.Agents,
+		revocations: revocations, authorities: d.Store}
 
 	r.RegisterActivityWithOptions(plans.LoadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
 	r.RegisterActivityWithOptions(loggedAppends(events.AppendEvents, d.Logger), activity.RegisterOptions{Name: execution.ActivityAppendEvents})

@@ -119,10 +119,10 @@ func (a *NodeActivities) agent(ctx context.Context, in execution.NodeInput, rev 
 // every tool call: the run's authority as stored now (revocations.go); nil
 // without a store, when the snapshot decides alone.
 func (a *NodeActivities) authority(in execution.NodeInput) agents.Authority {
-	if a.revocations == nil {
+	if a.authorities == nil {
 		return nil
 	}
-	return runAuthority{src: a.revocations, tenantID: in.TenantID, runID: in.RunID}
+	return runAuthority{src: a.authorities, tenantID: in.TenantID, runID: in.RunID}
 }
 
 // pinnedAgent returns the agent contract the revision pinned for ref.

@@ -33,10 +33,13 @@ type NodeActivities struct {
 	// agents runs live agent and agent-decision nodes (agent.go); nil
 	// refuses them with AGENT_UNAVAILABLE.
 	agents *agents.Runtime
-	// revocations re-authorizes every live attempt and, through the agent
-	// harness, every tool call (revocations.go); nil applies the snapshot
-	// as it is.
-	revocations authoritySource
+	// revocations re-authorizes every live attempt (revocations.go); nil
+	// applies the snapshot as it is.
+	revocations RevocationSource
+	// authorities re-authorizes, through the agent harness, every tool
+	// call from the run's authority as stored (agent.go); nil leaves the
+	// snapshot to decide.
+	authorities authoritySource
 }
 
 // RunNode (execution.ActivityRunNode) runs one attempt of an action node:

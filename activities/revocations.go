@@ -12,10 +12,17 @@ import (
 	"github.com/weftworks/weft/store"
 )
 
-// authoritySource reads what a run may do now (store.Store): the scopes
-// revoked from a principal, and a run's whole authority (package authz).
-type authoritySource interface {
+// RevocationSource reads the scopes revoked now from a principal, sorted:
+// store.Store reads them from PostgreSQL, revcache.Cache from its cache
+// while it may (a revocation returns only once every live cache dropped
+// it). The result is not modified.
+type RevocationSource interface {
 	RevokedScopes(ctx context.Context, tenantID, sub string) ([]string, error)
+}
+
+// authoritySource reads a run's whole authority (package authz) as stored
+// now (store.Store).
+type authoritySource interface {
 	RunAuthority(ctx context.Context, tenantID, runID string) (store.RunAuthority, error)
 }
 
@@ -23,10 +30,11 @@ type authoritySource interface {
 // permission snapshot minus the scopes revoked, now, from its acting
 // principal — a user's own sub, or the user who configured a schedule's or
 // webhook's service actor (execution.Actor.RequestedBy) — read again for
-// every attempt, so a revocation reaches the next attempt of runs already
-// under way, users' included. A failed read is returned as is: retryable,
+// every attempt (from the process's revocation cache when it runs one,
+// which a revocation invalidates before it returns), so a revocation
+// reaches the next attempt of runs already under way, users' included. A failed read is returned as is: retryable,
 // it never runs the node with scopes it may have lost.
-func withRevocations(ctx context.Context, src authoritySource, in execution.NodeInput) (execution.NodeInput, error) {
+func withRevocations(ctx context.Context, src RevocationSource, in execution.NodeInput) (execution.NodeInput, error) {
 	if src == nil {
 		return in, nil
 	}

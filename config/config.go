@@ -93,7 +93,23 @@ type Config struct {
 	// ReplayParallel bounds how many simulation runs one replay has going
 	// at once (WEFT_REPLAY_PARALLEL, default 4).
 	ReplayParallel int
+	// RevocationCache makes a worker cache the scopes revoked from each
+	// principal instead of reading them for every node attempt
+	// (WEFT_REVOCATION_CACHE, on or off, default on; package revcache): a
+	// revocation returns only once every live worker dropped it.
+	RevocationCache bool
+	// RevocationCacheLease is how long a worker answers from its cache
+	// after a heartbeat, and so about the longest a revocation waits for a
+	// worker that died (WEFT_REVOCATION_CACHE_LEASE, default 5s, 2s–30s).
+	RevocationCacheLease time.Duration
 }
+
+// Revocation cache defaults and bounds (WEFT_REVOCATION_CACHE_LEASE).
+const (
+	DefaultRevocationCacheLease = 5 * time.Second
+	MinRevocationCacheLease     = 2 * time.Second
+	MaxRevocationCacheLease     = 30 * time.Second
+)
 
 // Replay defaults.
 const (
@@ -203,6 +219,20 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.ReplayMaxRuns < 1 || c.ReplayParallel < 1 {
 		return Config{}, errors.New("config: WEFT_REPLAY_MAX_RUNS and WEFT_REPLAY_PARALLEL must be positive")
+	}
+	switch v := strings.ToLower(get("WEFT_REVOCATION_CACHE", "on")); v {
+	case "on":
+		c.RevocationCache = true
+	case "off":
+	default:
+		return Config{}, fmt.Errorf("config: WEFT_REVOCATION_CACHE must be on or off, got %q", v)
+	}
+	if c.RevocationCacheLease, err = durationEnv(get, "WEFT_REVOCATION_CACHE_LEASE", DefaultRevocationCacheLease); err != nil {
+		return Config{}, err
+	}
+	if c.RevocationCacheLease < MinRevocationCacheLease || c.RevocationCacheLease > MaxRevocationCacheLease {
+		return Config{}, fmt.Errorf("config: WEFT_REVOCATION_CACHE_LEASE must be between %s and %s, got %s",
+			MinRevocationCacheLease, MaxRevocationCacheLease, c.RevocationCacheLease)
 	}
 	if c.TemporalUIURL == "" {
 		c.TemporalUIURL = fmt.Sprintf("http://localhost:%d", c.TemporalUIPort)

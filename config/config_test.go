@@ -127,3 +127,19 @@ func TestReplaySettings(t *testing.T) {
 		require.Error(t, err, "%v accepted", m)
 	}
 }
+
+func TestRevocationCacheSettings(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	require.NoError(t, err)
+	require.True(t, c.RevocationCache, "the revocation cache is on by default")
+	require.Equal(t, DefaultRevocationCacheLease, c.RevocationCacheLease)
+	c, err = FromEnv(env(map[string]string{"WEFT_REVOCATION_CACHE": "OFF", "WEFT_REVOCATION_CACHE_LEASE": "10s"}))
+	require.NoError(t, err)
+	require.False(t, c.RevocationCache)
+	require.Equal(t, 10*time.Second, c.RevocationCacheLease)
+	for _, m := range []map[string]string{{"WEFT_REVOCATION_CACHE": "yes"}, {"WEFT_REVOCATION_CACHE_LEASE": "1s"},
+		{"WEFT_REVOCATION_CACHE_LEASE": "31s"}, {"WEFT_REVOCATION_CACHE_LEASE": "soon"}} {
+		_, err = FromEnv(env(m))
+		require.Error(t, err, "%v accepted", m)
+	}
+}

@@ -462,7 +462,9 @@ func scanRevocation(row pgx.CollectableRow) (Revocation, error) {
 // AddRevocation withdraws scope from sub in tenant: from sub's own runs and
 // every service actor sub configured. It returns the revocation and whether this call created it:
 // adding an existing revocation returns that row (its CreatedAt) with
-// created false.
+// created false. It returns only once every live worker's revocation
+// cache has dropped what the revocation changes (awaitRevocationHolders),
+// an existing revocation's too, so the next attempt anywhere sees it.
 func (s *Store) AddRevocation(ctx context.Context, tenantID, sub, scope string) (Revocation, bool, error) {
 	if tenantID == "" || sub == "" || scope == "" {
 		return Revocation{}, false, failure.New(failure.CodeInvalidRequest, "a revocation needs tenant, sub and scope")
@@ -483,7 +485,7 @@ func (s *Store) AddRevocation(ctx context.Context, tenantID, sub, scope string) 
 			return Revocation{}, false, fmt.Errorf("store: add revocation: %w", err)
 		}
 		if len(created) == 1 {
-			return created[0], true, nil
+			return created[0], true, s.awaitRevocationHolders(ctx)
 		}
 		rows, err = s.Pool.Query(ctx, `SELECT `+revocationColumns+` FROM revocations
 			WHERE tenant_id = $1 AND sub = $2 AND scope = $3`, tenantID, sub, scope)
@@ -495,14 +497,15 @@ func (s *Store) AddRevocation(ctx context.Context, tenantID, sub, scope string) 
 			return Revocation{}, false, fmt.Errorf("store: add revocation: %w", err)
 		}
 		if len(existing) == 1 {
-			return existing[0], false, nil
+			return existing[0], false, s.awaitRevocationHolders(ctx)
 		}
 	}
 	return Revocation{}, false, fmt.Errorf("store: add revocation: the revocation of %s from %s kept changing concurrently", scope, sub)
 }
 
 // DeleteRevocation deletes a revocation of tenant. A missing one (or
-// another tenant's) is failure.ErrNotFound.
+// another tenant's) is failure.ErrNotFound. Like AddRevocation it returns
+// once every live worker's revocation cache has dropped the change.
 func (s *Store) DeleteRevocation(ctx context.Context, tenantID, sub, scope string) error {
 	tag, err := s.Pool.Exec(ctx, `DELETE FROM revocations WHERE tenant_id = $1 AND sub = $2 AND scope = $3`,
 		tenantID, sub, scope)
@@ -512,7 +515,7 @@ func (s *Store) DeleteRevocation(ctx context.Context, tenantID, sub, scope strin
 	if tag.RowsAffected() == 0 {
 		return failure.ErrNotFound
 	}
-	return nil
+	return s.awaitRevocationHolders(ctx)
 }
 
 // Revoke is AddRevocation for callers that need not know whether the row

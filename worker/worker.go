@@ -17,10 +17,12 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/catalog"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/reconciler"
+	"github.com/weftworks/weft/revcache"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
@@ -62,6 +64,10 @@ type Deps struct {
 	// Actions are Go actions registered beyond the built-ins (README
 	// "Adding an action in Go").
 	Actions []catalog.Action
+	// Revocations answers the per-attempt revocation read (a running
+	// revcache.Cache); nil reads each from Store. Serve builds and runs
+	// one when Config.RevocationCache is on and none is given.
+	Revocations activities.RevocationSource
 }
 
 // Options are the worker options every weft worker uses.
@@ -122,6 +128,17 @@ func Serve(ctx context.Context, d Deps) error {
 	}
 	if err := actions.Publish(ctx, d.Store); err != nil {
 		return fmt.Errorf("worker: %w", err)
+	}
+	if d.Revocations == nil && d.Config.RevocationCache {
+		cache, err := revcache.New(revcache.Config{Lease: d.Config.RevocationCacheLease}, d.Store, d.Logger)
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		// Until its first heartbeat and while it cannot keep the
+		// guarantee, the cache reads through; once ctx ends it stops
+		// answering and removes its holder row.
+		go cache.Run(ctx)
+		d.Revocations = cache
 	}
 	w := sdkworker.New(d.Temporal, d.Config.TaskQueue, Options(d.Config, log))
 	if err := register(w, d, actions); err != nil {

@@ -32,12 +32,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weftworks/weft/activities"
 	"github.com/weftworks/weft/api"
 	"github.com/weftworks/weft/auth"
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
+	"github.com/weftworks/weft/revcache"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
@@ -98,6 +100,8 @@ type env struct {
 	// idleAPI enqueues onto a task queue no worker polls: the starts alone.
 	idleAPI   http.Handler
 	idleQueue string
+	// stopCache stops the worker's revocation cache (nil when off).
+	stopCache context.CancelFunc
 }
 
 // Run runs the benchmark and writes a Markdown report to out; progress
@@ -376,7 +380,20 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 		return fail(err)
 	}
 	cfg.TaskQueue = e.queue
-	w, err := inproc.NewWorker(worker.Deps{Config: cfg, Store: st, Temporal: e.tc, Logger: logger})
+	// The worker's revocation cache, as worker.Serve runs it
+	// (WEFT_REVOCATION_CACHE, on by default).
+	var revocations activities.RevocationSource
+	if cfg.RevocationCache {
+		cache, err := revcache.New(revcache.Config{Lease: cfg.RevocationCacheLease}, st, logger)
+		if err != nil {
+			return fail(err)
+		}
+		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		e.stopCache = stop
+		go cache.Run(cctx)
+		revocations = cache
+	}
+	w, err := inproc.NewWorker(worker.Deps{Config: cfg, Store: st, Temporal: e.tc, Logger: logger, Revocations: revocations})
 	if err != nil {
 		return fail(err)
 	}
@@ -436,6 +453,9 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 func (e *env) close() {
 	if e.worker != nil {
 		e.worker.Stop()
+	}
+	if e.stopCache != nil {
+		e.stopCache()
 	}
 	if e.split != nil {
 		e.split.Close()
