@@ -18,6 +18,7 @@ import (
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/revcache"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/variables"
 )
@@ -31,6 +32,8 @@ type bundle struct {
 	st       *store.Store
 	env      *testsuite.TestActivityEnvironment
 	checksum string
+	// cache is the activities' revocation cache (withRevocationCache).
+	cache *revcache.Cache
 }
 
 type option func(*setup)
@@ -46,6 +49,9 @@ type setup struct {
 	edit func(*graph.Compiled)
 	// drain is the worker's drain window (activities.Deps.Drain).
 	drain time.Duration
+	// revocationCache runs a revcache.Cache on the bundle's store as the
+	// activities' revocation source (activities.Deps.Revocations).
+	revocationCache bool
 }
 
 func withActions(a ...catalog.Action) option {
@@ -63,6 +69,8 @@ func withLazyRegistry(build func(*store.Store) []catalog.Action) option {
 func withEdit(f func(*graph.Compiled)) option { return func(s *setup) { s.edit = f } }
 
 func withDrain(d time.Duration) option { return func(s *setup) { s.drain = d } }
+
+func withRevocationCache() option { return func(s *setup) { s.revocationCache = true } }
 
 func withAgent(a graph.AgentContract) option {
 	return func(s *setup) { s.agents = append(s.agents, a) }
@@ -107,8 +115,15 @@ func newBundle(t testing.TB, doc string, opts ...option) *bundle {
 	require.NoError(t, err)
 	rt, err := agents.New(agents.Deps{Store: st, Actions: reg, Variables: vars})
 	require.NoError(t, err)
-	require.NoError(t, activities.Register(env, activities.Deps{Store: st, Actions: reg, Variables: vars, Agents: rt, Drain: s.drain}))
-	return &bundle{t: t, st: st, env: env, checksum: c.Checksum}
+	b := &bundle{t: t, st: st, env: env, checksum: c.Checksum}
+	var revocations activities.RevocationSource
+	if s.revocationCache {
+		b.cache = runRevocationCache(t, st)
+		revocations = b.cache
+	}
+	require.NoError(t, activities.Register(env, activities.Deps{Store: st, Actions: reg, Variables: vars, Agents: rt, Drain: s.drain,
+		Revocations: revocations}))
+	return b
 }
 
 func (b *bundle) input(node string, kind graph.Kind, inputs map[string]string) execution.NodeInput {
