@@ -129,16 +129,18 @@ func Serve(ctx context.Context, d Deps) error {
 	if err := actions.Publish(ctx, d.Store); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	if d.Revocations == nil && d.Config.RevocationCache {
-		cache, err := revcache.New(revcache.Config{Lease: d.Config.RevocationCacheLease}, d.Store, d.Logger)
+	if d.Revocations == nil {
+		cache, err := RevocationCache(d.Config, d.Store, d.Logger)
 		if err != nil {
-			return fmt.Errorf("worker: %w", err)
+			return err
 		}
-		// Until its first heartbeat and while it cannot keep the
-		// guarantee, the cache reads through; once ctx ends it stops
-		// answering and removes its holder row.
-		go cache.Run(ctx)
-		d.Revocations = cache
+		if cache != nil {
+			// Until its first heartbeat and while it cannot keep the
+			// guarantee, the cache reads through; once ctx ends it stops
+			// answering and removes its holder row.
+			go cache.Run(ctx)
+			d.Revocations = cache
+		}
 	}
 	w := sdkworker.New(d.Temporal, d.Config.TaskQueue, Options(d.Config, log))
 	if err := register(w, d, actions); err != nil {
@@ -179,6 +181,24 @@ func Serve(ctx context.Context, d Deps) error {
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// RevocationCache builds the revocation cache cfg asks for
+// (WEFT_REVOCATION_CACHE, WEFT_REVOCATION_CACHE_LEASE) over st, not yet
+// running: nil when it is off. Whoever runs it passes it as
+// Deps.Revocations.
+func RevocationCache(cfg config.Config, st *store.Store, logger *slog.Logger) (*revcache.Cache, error) {
+	if !cfg.RevocationCache {
+		return nil, nil
+	}
+	if st == nil {
+		return nil, errors.New("worker: the revocation cache needs the Store")
+	}
+	cache, err := revcache.New(revcache.Config{Lease: cfg.RevocationCacheLease}, st, logger)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	return cache, nil
 }
 
 // EnsureSearchAttributes registers weft's search attributes when the

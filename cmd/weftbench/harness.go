@@ -39,7 +39,6 @@ import (
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
-	"github.com/weftworks/weft/revcache"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/worker"
@@ -383,11 +382,11 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 	// The worker's revocation cache, as worker.Serve runs it
 	// (WEFT_REVOCATION_CACHE, on by default).
 	var revocations activities.RevocationSource
-	if cfg.RevocationCache {
-		cache, err := revcache.New(revcache.Config{Lease: cfg.RevocationCacheLease}, st, logger)
-		if err != nil {
-			return fail(err)
-		}
+	cache, err := worker.RevocationCache(cfg, st, logger)
+	if err != nil {
+		return fail(err)
+	}
+	if cache != nil {
 		cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		e.stopCache = stop
 		go cache.Run(cctx)

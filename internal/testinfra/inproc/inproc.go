@@ -7,6 +7,7 @@
 package inproc
 
 import (
+	"context"
 	"testing"
 
 	sdkworker "go.temporal.io/sdk/worker"
@@ -30,12 +31,34 @@ func NewWorker(deps worker.Deps) (sdkworker.Worker, error) {
 	return w, nil
 }
 
-// Worker builds a worker as NewWorker does, starts it and stops it when the
-// test ends.
+// Worker builds a worker as NewWorker does, with the revocation cache
+// deps.Config asks for running beside it (as worker.Serve runs it), starts
+// it and stops both when the test ends.
 func Worker(t testing.TB, deps worker.Deps) sdkworker.Worker {
 	t.Helper()
 	if deps.Config.TaskQueue == "" {
 		t.Fatal("inproc: worker needs Config.TaskQueue")
+	}
+	if deps.Revocations == nil {
+		// The revocation cache worker.Serve runs when the config asks for
+		// it; its cleanup, registered first, runs after the worker's stop.
+		cache, err := worker.RevocationCache(deps.Config, deps.Store, deps.Logger)
+		if err != nil {
+			t.Fatalf("inproc: %v", err)
+		}
+		if cache != nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				cache.Run(ctx)
+			}()
+			t.Cleanup(func() {
+				cancel()
+				<-done
+			})
+			deps.Revocations = cache
+		}
 	}
 	w, err := NewWorker(deps)
 	if err != nil {
