@@ -39,25 +39,32 @@ func observed(run nodeRunner, obs NodeObserver, log *slog.Logger) nodeRunner {
 		if obs != nil {
 			obs.ObserveNode(string(in.Kind), outcome, d)
 		}
-		attrs := []any{"run", in.RunID, "tenant", in.TenantID, "workflowKey", in.WorkflowKey, "node", in.NodeID,
-			"kind", string(in.Kind), "attempt", in.Attempt, "mode", string(in.Mode), "outcome", outcome,
-			"durationMs", float64(d.Microseconds()) / 1000}
-		if err == nil {
-			log.Info("node attempt finished", append(attrs, "port", res.Port)...)
-			return res, nil
+		level := slog.LevelInfo
+		if err != nil && outcome != outcomeCancelled { // a cancellation is an operator's or the run's decision, not a fault
+			level = slog.LevelWarn
 		}
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) {
-			attrs = append(attrs, "errorType", appErr.Type())
-		}
-		attrs = append(attrs, "err", err)
-		if outcome == outcomeCancelled { // an operator's or the run's decision, not a fault
-			log.Info("node attempt finished", attrs...)
-		} else {
-			log.Warn("node attempt finished", attrs...)
+		// The attributes are built only for a line the logger writes: a
+		// worker logging at warn level allocates nothing for its successes.
+		if log.Enabled(context.Background(), level) {
+			log.Log(context.Background(), level, "node attempt finished", attemptAttrs(in, res, err, outcome, d)...)
 		}
 		return res, err
 	}
+}
+
+// attemptAttrs are the attributes of an attempt's log line.
+func attemptAttrs(in execution.NodeInput, res execution.NodeResult, err error, outcome string, d time.Duration) []any {
+	attrs := []any{"run", in.RunID, "tenant", in.TenantID, "workflowKey", in.WorkflowKey, "node", in.NodeID,
+		"kind", string(in.Kind), "attempt", in.Attempt, "mode", string(in.Mode), "outcome", outcome,
+		"durationMs", float64(d.Microseconds()) / 1000}
+	if err == nil {
+		return append(attrs, "port", res.Port)
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		attrs = append(attrs, "errorType", appErr.Type())
+	}
+	return append(attrs, "err", err)
 }
 
 // nodeOutcome classifies an attempt: cancelled when Temporal cancelled or

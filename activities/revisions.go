@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -91,7 +92,7 @@ type revision struct {
 
 	mu      sync.Mutex
 	gates   map[string]*graph.Gate
-	schemas map[string]*jsonschema.Schema
+	schemas map[string]*schema
 	// defaults memoises simulated nodes' schema-valid default outputs.
 	defaults map[string]json.RawMessage
 }
@@ -103,7 +104,7 @@ func newRevision(key revisionKey, c *graph.Compiled) *revision {
 		actions:  make(map[graph.ActionRef]graph.PinnedAction, len(c.Actions)),
 		agents:   make(map[graph.AgentRef]graph.AgentContract, len(c.Agents)),
 		gates:    map[string]*graph.Gate{},
-		schemas:  map[string]*jsonschema.Schema{},
+		schemas:  map[string]*schema{},
 		defaults: map[string]json.RawMessage{},
 	}
 	for _, n := range c.Document.Nodes {
@@ -136,8 +137,16 @@ func (r *revision) gate(n graph.Node) (*graph.Gate, error) {
 	return g, nil
 }
 
+// schema is a compiled JSON Schema and whether it accepts every JSON
+// value: `{}` or `true`, like core.echo's contract, which validate then
+// checks without decoding the value into a tree only to accept it.
+type schema struct {
+	compiled *jsonschema.Schema
+	open     bool
+}
+
 // schema compiles raw once under key.
-func (r *revision) schema(key string, raw func() (json.RawMessage, error)) (*jsonschema.Schema, error) {
+func (r *revision) schema(key string, raw func() (json.RawMessage, error)) (*schema, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.schemas[key]; ok {
@@ -147,16 +156,18 @@ func (r *revision) schema(key string, raw func() (json.RawMessage, error)) (*jso
 	if err != nil {
 		return nil, err
 	}
-	s, err := graph.CompileSchema(doc)
+	compiled, err := graph.CompileSchema(doc)
 	if err != nil {
 		return nil, err
 	}
+	trimmed := bytes.TrimSpace(doc)
+	s := &schema{compiled: compiled, open: bytes.Equal(trimmed, []byte(`{}`)) || bytes.Equal(trimmed, []byte(`true`))}
 	r.schemas[key] = s
 	return s, nil
 }
 
 // validatorSchema returns a validator node's pinned schema, compiled.
-func (r *revision) validatorSchema(n graph.Node) (*jsonschema.Schema, error) {
+func (r *revision) validatorSchema(n graph.Node) (*schema, error) {
 	s, err := r.schema("node:"+n.ID, func() (json.RawMessage, error) {
 		return r.compiled.Document.ValidatorSchema(n)
 	})
@@ -167,7 +178,7 @@ func (r *revision) validatorSchema(n graph.Node) (*jsonschema.Schema, error) {
 }
 
 // actionSchemas returns the pinned contract's compiled input and output schemas.
-func (r *revision) actionSchemas(a graph.PinnedAction) (in, out *jsonschema.Schema, err error) {
+func (r *revision) actionSchemas(a graph.PinnedAction) (in, out *schema, err error) {
 	ref := graph.ActionRef{ID: a.ID, Version: a.Version}.String()
 	in, err = r.schema("in:"+ref, func() (json.RawMessage, error) { return a.InputSchema, nil })
 	if err == nil {

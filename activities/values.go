@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
 )
@@ -77,9 +75,15 @@ func (c valueCodec) result(ctx context.Context, in execution.NodeInput, port str
 type SchemaError = graph.SchemaError
 
 // validate checks raw against s and returns the leaf validation errors
-// (nil when valid); an error only when raw is not JSON.
-func validate(s *jsonschema.Schema, raw json.RawMessage) ([]SchemaError, error) {
-	return graph.SchemaErrors(s, raw, maxReportedSchemaErrors)
+// (nil when valid); an error only when raw is not JSON. A schema that
+// accepts every value needs raw to be JSON only: json.Valid's verdict is
+// the decoder's (one value, whitespace around it), and anything it refuses
+// takes the full path, for the same error.
+func validate(s *schema, raw json.RawMessage) ([]SchemaError, error) {
+	if s.open && json.Valid(raw) {
+		return nil, nil
+	}
+	return graph.SchemaErrors(s.compiled, raw, maxReportedSchemaErrors)
 }
 
 // summarize renders schema errors for an error message.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -358,15 +359,51 @@ func eventCanonical(runID string, seq int64, schemaVersion int, typ string, at t
 		NodeID        string          `json:"nodeId"`
 		Attempt       int             `json:"attempt"`
 		Data          json.RawMessage `json:"data"`
-	}{runID, seq, typ, schemaVersion, at.UTC().Format("2006-01-02T15:04:05.000000Z07:00"), nodeID, attempt, data})
+	}{runID, seq, typ, schemaVersion, at.UTC().Format(eventTimeLayout), nodeID, attempt, data})
 }
 
 // eventHashParts is the canonical form eventHash hashes, split around the
 // seq value: canonical(event) = head || decimal(seq) || tail. The keys sort
-// as at, attempt, data, nodeId, runId, schemaVersion, seq, type, so the
-// split is at the last `,"seq":` (data comes earlier; runId, schemaVersion
-// and type cannot contain it).
+// as at, attempt, data, nodeId, runId, schemaVersion, seq, type, so head
+// ends with `"seq":` and tail is the type member.
+//
+// data must be canonical already (preparedEvent.data, from EvidenceData):
+// the parts are written directly, byte for byte what eventCanonical writes
+// (TestEventHashPartsMatchCanonical), without its marshal-and-reparse.
+// Text that is not valid UTF-8, which canonicalisation would replace,
+// takes eventCanonical itself.
 func eventHashParts(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (head, tail []byte, err error) {
+	head = make([]byte, 0, len(data)+len(runID)+len(nodeID)+128)
+	head = append(head, `{"at":"`...)
+	head = at.UTC().AppendFormat(head, eventTimeLayout)
+	head = append(head, `","attempt":`...)
+	head = graph.AppendCanonicalInt(head, int64(attempt))
+	head = append(head, `,"data":`...)
+	head = append(head, data...)
+	head = append(head, `,"nodeId":`...)
+	head, ok := graph.AppendCanonicalString(head, nodeID)
+	if ok {
+		head = append(head, `,"runId":`...)
+		head, ok = graph.AppendCanonicalString(head, runID)
+	}
+	if ok {
+		head = append(head, `,"schemaVersion":`...)
+		head = graph.AppendCanonicalInt(head, int64(schemaVersion))
+		head = append(head, `,"seq":`...)
+		tail, ok = graph.AppendCanonicalString([]byte(`,"type":`), typ)
+	}
+	if !ok {
+		return eventHashPartsOf(runID, schemaVersion, typ, at, nodeID, attempt, data)
+	}
+	return head, append(tail, '}'), nil
+}
+
+// eventTimeLayout is `at` in canonical events: RFC 3339, UTC, exactly six
+// fractional digits.
+const eventTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// eventHashPartsOf is eventHashParts by splitting eventCanonical's output.
+func eventHashPartsOf(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (head, tail []byte, err error) {
 	c, err := eventCanonical(runID, 0, schemaVersion, typ, at, nodeID, attempt, data)
 	if err != nil {
 		return nil, nil, err
@@ -400,14 +437,82 @@ func EvidenceData(raw json.RawMessage) ([]byte, error) {
 	if dec.More() {
 		return nil, errors.New("data holds more than one JSON value")
 	}
-	c, err := graph.Canonical(sanitize(v))
-	if err != nil {
-		return nil, fmt.Errorf("data: %w", err)
+	c, ok := appendEvidence(make([]byte, 0, len(raw)), v)
+	if !ok {
+		var err error
+		if c, err = graph.Canonical(sanitize(v)); err != nil {
+			return nil, fmt.Errorf("data: %w", err)
+		}
 	}
 	if len(c) <= MaxEventDataBytes {
 		return c, nil
 	}
 	return truncated(c)
+}
+
+// appendEvidence appends graph.Canonical(sanitize(v)) for v as a decoder
+// with UseNumber returns it, in one pass with no copy of v: byte for byte
+// the same (TestEvidenceDataMatchesCanonical). It reports false, having
+// appended anything, where EvidenceData takes that long way instead: an
+// object key holding NUL (which sanitize may merge with another key), a
+// number beyond float64's range (whose error the long way reports).
+func appendEvidence(dst []byte, v any) ([]byte, bool) {
+	switch t := v.(type) {
+	case nil:
+		return append(dst, "null"...), true
+	case bool:
+		if t {
+			return append(dst, "true"...), true
+		}
+		return append(dst, "false"...), true
+	case string:
+		return graph.AppendCanonicalString(dst, noNUL(t))
+	case json.Number:
+		out, err := graph.AppendCanonicalNumber(dst, string(t))
+		return out, err == nil
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range t {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var ok bool
+			if dst, ok = appendEvidence(dst, e); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, ']'), true
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			if strings.IndexByte(k, 0) >= 0 {
+				return dst, false
+			}
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, graph.CompareCanonicalKeys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var ok bool
+			if dst, ok = graph.AppendCanonicalString(dst, k); !ok {
+				return dst, false
+			}
+			dst = append(dst, ':')
+			if isSensitiveKey(k) {
+				dst, ok = graph.AppendCanonicalString(dst, Redacted)
+			} else {
+				dst, ok = appendEvidence(dst, t[k])
+			}
+			if !ok {
+				return dst, false
+			}
+		}
+		return append(dst, '}'), true
+	}
+	return dst, false
 }
 
 // sanitize redacts sensitive keys and replaces NUL characters, recursively.

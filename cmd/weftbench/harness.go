@@ -62,6 +62,11 @@ type Options struct {
 	// API, the starter and the worker, weft's and the hand-written
 	// workflow's alike) over the latency rounds.
 	CPUProfile string
+	// MemProfile, when set, receives a heap profile of this process at
+	// the end, after a GC: its alloc_space and alloc_objects samples count
+	// what was allocated since the process started (every section, both
+	// sides); inuse_* what is still live.
+	MemProfile string
 }
 
 // The dev servers a run starts, each from bin/temporal.
@@ -330,6 +335,12 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 	rep.RSS, rep.PeakRSS = memoryOfThisProcess()
 	if rep.Storage, err = storagePerRun(ctx, st); err != nil {
 		return nil, err
+	}
+
+	if o.MemProfile != "" {
+		if err := writeHeapProfile(o.MemProfile); err != nil {
+			return nil, err
+		}
 	}
 
 	rep.LoadAfter = loadAverage()
@@ -626,6 +637,21 @@ func burst(ctx context.Context, n, clients int, prefix string, run func(context.
 		return burstResult{}, err
 	}
 	return burstResult{wall: wall, runs: n, allocBytes: after.TotalAlloc - before.TotalAlloc, mallocs: after.Mallocs - before.Mallocs}, nil
+}
+
+// writeHeapProfile writes this process's heap profile to path after a GC,
+// so the in-use figures are up to date.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write heap profile: %w", err)
+	}
+	return f.Close()
 }
 
 // storagePerRun is what PostgreSQL holds per run after the benchmark: the

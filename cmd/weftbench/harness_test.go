@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +21,15 @@ import (
 // timing (figures are what `make bench` records, never test verdicts).
 func TestHarnessRuns(t *testing.T) {
 	var out bytes.Buffer
+	memProfile := filepath.Join(t.TempDir(), "mem.out")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Options{Rounds: 1, Warmup: 0, Concurrency: 3, Bursts: 1, Enqueues: 4, Clients: 2, Capacity: 3, Blocks: 1, BlockRuns: 1,
-		TemporalCLI: testinfra.TemporalBinary(), AdminURL: testinfra.AdminURL()}, &out, io.Discard)
+		MemProfile: memProfile, TemporalCLI: testinfra.TemporalBinary(), AdminURL: testinfra.AdminURL()}, &out, io.Discard)
 	require.NoError(t, err)
+	prof, err := os.ReadFile(memProfile)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(prof, []byte{0x1f, 0x8b}), "the heap profile is not gzipped protobuf: % x", prof[:min(len(prof), 8)])
 	require.Len(t, rep.Latency, 2*len(workloads())+4, "report = %+v", rep)
 	require.Len(t, rep.Servers, 4, "report = %+v", rep)
 	require.Len(t, rep.Throughput, 2, "report = %+v", rep)

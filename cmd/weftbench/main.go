@@ -26,7 +26,7 @@
 // Samples are interleaved (round-robin, rotating the order) so load spikes
 // hit all configurations alike.
 //
-//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-cpuprofile cpu.out]
+//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-cpuprofile cpu.out] [-memprofile mem.out]
 package main
 
 import (
@@ -52,6 +52,7 @@ func main() {
 	flag.IntVar(&opts.Blocks, "blocks", 3, "blocks of back-to-back runs per dev server in the dev-server comparison")
 	flag.IntVar(&opts.BlockRuns, "block-runs", 5, "back-to-back runs per block")
 	flag.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the latency rounds")
+	flag.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile of this process at the end, after a GC (alloc_space: every byte allocated since the start)")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")
 	flag.StringVar(&opts.AdminURL, "admin-url", testinfra.AdminURL(), "PostgreSQL URL the benchmark database is created from (WEFT_TEST_DATABASE_URL)")
 	flag.Parse()
