@@ -52,7 +52,8 @@ const (
 
 // admissionLockClass is the first key of the tenant admission lock
 // (pg_advisory_xact_lock(class, hashtext(tenant))): "weft" in ASCII. The
-// trigger runs_slot_freed (migration 00014) takes the same lock.
+// trigger runs_slot_freed (migration 00014) and weft_enqueue_run
+// (migration 00021) take the same lock.
 const admissionLockClass = 0x77656674
 
 // WorkflowLimits are the caps and the default budget of one workflow's
@@ -113,70 +114,17 @@ type WorkflowUsage struct {
 	StartsInWindow int
 }
 
-// lockTenant takes the tenant's admission lock for the transaction:
-// exclusive to decide admissions or change limits, shared to enqueue a run
-// that no limit applies to (so such enqueues never wait for each other,
-// and a change of limits waits for those in flight).
-func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string, shared bool) error {
-	fn := "pg_advisory_xact_lock"
-	if shared {
-		fn = "pg_advisory_xact_lock_shared"
-	}
-	_, err := tx.Exec(ctx, `SELECT `+fn+`($1::int, hashtext($2))`, admissionLockClass, tenantID)
+// lockTenant takes the tenant's exclusive admission lock for the
+// transaction: to decide admissions or change limits. An enqueue that no
+// limit applies to takes it shared (weft_enqueue_run, migration 00021), so
+// such enqueues never wait for each other, and a change of limits waits
+// for those in flight.
+func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int, hashtext($2))`, admissionLockClass, tenantID)
 	if err != nil {
 		return fmt.Errorf("store: admission lock: %w", err)
 	}
 	return nil
-}
-
-// limitsApply reports whether a new live run of (tenant, key) must go
-// through the admission queue: its tenant or workflow has a cap, or runs of
-// its workflow are waiting already (a new run never overtakes them; without
-// a tenant cap, other workflows' waiting runs never compete with it).
-func limitsApply(ctx context.Context, tx pgx.Tx, tenantID, key string) (bool, error) {
-	var limited bool
-	err := tx.QueryRow(ctx, `SELECT
-		EXISTS (SELECT 1 FROM tenant_limits WHERE tenant_id = $1 AND max_concurrent_runs IS NOT NULL)
-		OR EXISTS (SELECT 1 FROM workflow_limits WHERE tenant_id = $1 AND workflow_key = $2
-			AND (max_concurrent_runs IS NOT NULL OR max_starts_per_minute IS NOT NULL))
-		OR EXISTS (SELECT 1 FROM runs WHERE tenant_id = $1 AND workflow_key = $2 AND status = 'throttled')`, tenantID, key).Scan(&limited)
-	if err != nil {
-		return false, fmt.Errorf("store: read limits: %w", err)
-	}
-	return limited, nil
-}
-
-// errLimitsChanged: limits appeared between the unlocked check and the
-// shared lock of an enqueue; it is retried on the exclusive path.
-var errLimitsChanged = errors.New("store: limits changed during the enqueue")
-
-// lockForEnqueue takes the admission lock a new live run needs and reports
-// whether it goes through the queue. Without limits it takes the shared
-// lock and checks again under it (a change of limits holds the exclusive
-// lock while it commits); limits that appeared meanwhile are
-// errLimitsChanged, and the caller retries with exclusive set.
-func lockForEnqueue(ctx context.Context, tx pgx.Tx, tenantID, key string, exclusive bool) (bool, error) {
-	if !exclusive {
-		limited, err := limitsApply(ctx, tx, tenantID, key)
-		if err != nil {
-			return false, err
-		}
-		exclusive = limited
-	}
-	if exclusive {
-		return true, lockTenant(ctx, tx, tenantID, false)
-	}
-	if err := lockTenant(ctx, tx, tenantID, true); err != nil {
-		return false, err
-	}
-	limited, err := limitsApply(ctx, tx, tenantID, key)
-	if err != nil {
-		return false, err
-	}
-	if limited {
-		return false, errLimitsChanged
-	}
-	return false, nil
 }
 
 // candidate is a throttled run the admission pass examines.
@@ -418,7 +366,7 @@ func forEachRow(rows pgx.Rows, fn func(pgx.Rows) error) error {
 func (s *Store) Dispatch(ctx context.Context, tenantID string) (Admission, error) {
 	var adm Admission
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		if err := lockTenant(ctx, tx, tenantID, false); err != nil {
+		if err := lockTenant(ctx, tx, tenantID); err != nil {
 			return err
 		}
 		var err error
@@ -454,7 +402,7 @@ func (s *Store) ThrottledTenants(ctx context.Context, limit int) ([]string, erro
 func (s *Store) CancelThrottled(ctx context.Context, tenantID, runID string, runErr execution.RunError, data map[string]any) (bool, error) {
 	cancelled := false
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		if err := lockTenant(ctx, tx, tenantID, false); err != nil {
+		if err := lockTenant(ctx, tx, tenantID); err != nil {
 			return err
 		}
 		// Only the holders of the admission lock write to a throttled run;
@@ -590,7 +538,7 @@ func (s *Store) SetWorkflowLimits(ctx context.Context, l WorkflowLimits) (Workfl
 	}
 	var adm Admission
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		if err := lockTenant(ctx, tx, l.TenantID, false); err != nil {
+		if err := lockTenant(ctx, tx, l.TenantID); err != nil {
 			return err
 		}
 		err := tx.QueryRow(ctx, `INSERT INTO workflow_limits (tenant_id, workflow_key, max_concurrent_runs, max_starts_per_minute,
@@ -633,7 +581,7 @@ func (s *Store) SetTenantLimits(ctx context.Context, l TenantLimits) (TenantLimi
 	}
 	var adm Admission
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		if err := lockTenant(ctx, tx, l.TenantID, false); err != nil {
+		if err := lockTenant(ctx, tx, l.TenantID); err != nil {
 			return err
 		}
 		err := tx.QueryRow(ctx, `INSERT INTO tenant_limits (tenant_id, max_concurrent_runs, updated_by, updated_at)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
@@ -93,6 +94,8 @@ const (
 )
 
 // runColumns is the column list every run query scans with scanRun.
+// weft_enqueue_run (migration 00021) returns the same columns, computed the
+// same way: a change here is a new migration replacing that function.
 const runColumns = `run_id, tenant_id, tenant_name, workflow_key, revision, draft_revision, checksum, mode, status,
 	input, input_hash, output, error, origin, actor, permissions, fixtures, workflow_id,
 	COALESCE(temporal_run_id, ''), usage, created_at, started_at, finished_at, tool_grants, tool_policy,
@@ -170,24 +173,27 @@ func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (ru
 	return e.Run, e.Created, err
 }
 
-// EnqueueRun persists a run together with its idempotency binding (tenant,
-// workflow key, idempotencyKey) in one transaction. When the key is already
-// bound it inserts nothing and returns the bound run with Created=false;
-// the caller compares InputHash and Mode to tell a repeated enqueue from an
+// EnqueueRun persists a run together with its idempotency binding
+// (tenant, workflow key, idempotencyKey). When the key is already bound it
+// inserts nothing and returns the bound run with Created=false; the caller
+// compares InputHash and Mode to tell a repeated enqueue from an
 // IDEMPOTENCY_CONFLICT.
 //
-// The binding is claimed first with INSERT ... ON CONFLICT DO NOTHING:
-// PostgreSQL makes concurrent claimers of one key wait for the first
-// transaction, so exactly one run row is created however many callers race.
-// The binding's foreign key to runs is deferred to make that order possible.
+// The decisions are weft_enqueue_run's (migration 00021), one statement:
+// the binding is claimed first with INSERT ... ON CONFLICT DO NOTHING, so
+// PostgreSQL makes concurrent claimers of one key wait for the first and
+// exactly one run row is created however many callers race. A simulation
+// run, or a live run that no limit applies to, is inserted queued (the
+// live one under the tenant's shared admission lock), all in that one
+// round trip.
 //
 // A live run whose tenant or workflow has a cap (or whose workflow has runs
-// waiting already) goes through the admission queue: it is inserted
-// throttled under the tenant's exclusive admission lock and the admission
-// pass (admit) runs in the same transaction, so it is queued at once when
-// a slot is free and nobody waits before it, and throttled otherwise. Any
-// other run is inserted queued under the shared lock. Simulation runs are
-// always queued.
+// waiting already) goes through the admission queue: the function refuses
+// it (errLimitsApply) before writing anything, and it is enqueued again in
+// a transaction, inserted throttled under the tenant's exclusive admission
+// lock, with the admission pass (admit) in the same transaction, so it is
+// queued at once when a slot is free and nobody waits before it, and
+// throttled otherwise.
 func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (Enqueued, error) {
 	if err := validateNewRun(r, idempotencyKey); err != nil {
 		return Enqueued{}, err
@@ -195,18 +201,85 @@ func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (E
 	if err := r.Budget.Validate("budget"); err != nil {
 		return Enqueued{}, err
 	}
-	origin, err := json.Marshal(r.Origin)
+	args, err := enqueueArgs(r, idempotencyKey)
 	if err != nil {
 		return Enqueued{}, err
 	}
+	out, err := enqueueCall(ctx, s.Pool, args, false)
+	if isLimitsApply(err) {
+		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+			if out, err = enqueueCall(ctx, tx, args, true); err != nil || !out.Created {
+				return err
+			}
+			adm, err := admit(ctx, tx, r.TenantID, r.RunID)
+			if err != nil {
+				return err
+			}
+			out.Admitted = adm.Admitted
+			for _, a := range adm.Admitted {
+				if a.RunID == r.RunID {
+					out.Run = a // admitted at once: admit read it back
+					return nil
+				}
+			}
+			// Still throttled: its place in the queue is read after the pass.
+			if out.Run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, r.RunID)); err != nil {
+				return fmt.Errorf("store: read new run: %w", err)
+			}
+			return nil
+		})
+	}
+	switch {
+	case errors.Is(err, errBoundRunGone):
+		// The claim conflicted with a committed binding whose run is gone:
+		// retention deleted it since (the binding outlives it), or it was
+		// deleted while we looked.
+		return Enqueued{}, s.deletedRunOf(ctx, r.TenantID, r.WorkflowKey, idempotencyKey)
+	case isUnstorableJSON(err):
+		return Enqueued{}, failure.Wrap(err, failure.CodeInvalidInput, "the run input cannot be stored: %s", pgMessage(err))
+	case err != nil:
+		return Enqueued{}, fmt.Errorf("store: enqueue run: %w", err)
+	}
+	if out.Created && out.Run.Status == execution.StatusQueued && out.Admitted == nil {
+		out.Admitted = []Run{out.Run}
+	}
+	return out, nil
+}
+
+// errLimitsApplySQLState is what weft_enqueue_run raises, writing nothing,
+// when it is called without the exclusive lock for a live run that limits
+// apply to (checked before its claim, or again under the shared lock).
+const errLimitsApplySQLState = "WF001"
+
+func isLimitsApply(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == errLimitsApplySQLState
+}
+
+// errBoundRunGone: weft_enqueue_run found the key bound to a run that no
+// longer exists (it returns no row).
+var errBoundRunGone = errors.New("store: the idempotency key's run is gone")
+
+// enqueueSQL calls weft_enqueue_run (migration 00021): the created flag,
+// then the columns of runColumns.
+const enqueueSQL = `SELECT * FROM weft_enqueue_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+	$17, $18, $19, $20, $21, $22, $23)`
+
+// enqueueArgs lays a new run out as weft_enqueue_run's arguments, but for
+// the last (p_exclusive).
+func enqueueArgs(r Run, idempotencyKey string) ([]any, error) {
+	origin, err := json.Marshal(r.Origin)
+	if err != nil {
+		return nil, err
+	}
 	actor, err := json.Marshal(r.Actor)
 	if err != nil {
-		return Enqueued{}, err
+		return nil, err
 	}
 	var requested []byte
 	if r.RequestedBudget != nil {
 		if requested, err = json.Marshal(r.RequestedBudget); err != nil {
-			return Enqueued{}, err
+			return nil, err
 		}
 	}
 	perms := r.Permissions
@@ -217,91 +290,34 @@ func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (E
 	if len(usage) == 0 {
 		usage = json.RawMessage(`{}`)
 	}
-
-	var out Enqueued
-	exclusive := false
-	for try := 0; ; try++ {
-		out = Enqueued{}
-		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, `
-				INSERT INTO idempotency_bindings (tenant_id, workflow_key, idempotency_key, run_id, checksum, input_hash, mode)
-				VALUES ($1, $2, $3, $4, $5, $6, $7)
-				ON CONFLICT (tenant_id, workflow_key, idempotency_key) DO NOTHING`,
-				r.TenantID, r.WorkflowKey, idempotencyKey, r.RunID, r.Checksum, r.InputHash, r.Mode)
-			if err != nil {
-				return fmt.Errorf("store: claim idempotency binding: %w", err)
-			}
-			if tag.RowsAffected() == 0 {
-				return nil // bound already; read it after this transaction
-			}
-			queued := true
-			if r.Mode == string(execution.ModeLive) {
-				limited, err := lockForEnqueue(ctx, tx, r.TenantID, r.WorkflowKey, exclusive)
-				if err != nil {
-					return err
-				}
-				queued = !limited
-			}
-			// created_at is taken under the admission lock, so the queue
-			// (queue_seq) and createdAt agree on who came first.
-			_, err = tx.Exec(ctx, `
-				INSERT INTO runs (run_id, tenant_id, workflow_key, revision, draft_revision, checksum, mode, status,
-					input, input_hash, origin, actor, permissions, fixtures, workflow_id, usage, tenant_name,
-					tool_grants, tool_policy, budget, budget_max_tokens, budget_max_cost_usd,
-					queue_seq, admitted_at, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $22 THEN 'queued' ELSE 'throttled' END, $8, $9, $10, $11, $12, $13,
-					$14, $15, $16, $17, $18, $19, $20, $21,
-					CASE WHEN $22 THEN NULL ELSE nextval('run_queue_seq') END,
-					CASE WHEN $22 THEN clock_timestamp() END, clock_timestamp())`,
-				r.RunID, r.TenantID, r.WorkflowKey, r.Revision, r.DraftRevision, r.Checksum, r.Mode,
-				[]byte(r.Input), r.InputHash, origin, actor, perms, nullJSON(r.Fixtures), r.WorkflowID, []byte(usage), r.TenantName,
-				nullableList(r.ToolGrants), nullableList(r.ToolPolicy), requested, r.Budget.MaxTokens, r.Budget.MaxCostUSD, queued)
-			if isUnstorableJSON(err) {
-				return failure.Wrap(err, failure.CodeInvalidInput, "the run input cannot be stored: %s", pgMessage(err))
-			}
-			if err != nil {
-				return fmt.Errorf("store: insert run: %w", err)
-			}
-			if !queued {
-				adm, err := admit(ctx, tx, r.TenantID, r.RunID)
-				if err != nil {
-					return err
-				}
-				out.Admitted = adm.Admitted
-			}
-			if out.Run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, r.RunID)); err != nil {
-				return fmt.Errorf("store: read new run: %w", err)
-			}
-			if queued {
-				out.Admitted = []Run{out.Run}
-			}
-			out.Created = true
-			return nil
-		})
-		if errors.Is(err, errLimitsChanged) && try == 0 {
-			exclusive = true
-			continue
-		}
-		break
-	}
-	if err != nil {
-		return Enqueued{}, err
-	}
-	if out.Created {
-		return out, nil
-	}
-	run, ok, err := s.BoundRun(ctx, r.TenantID, r.WorkflowKey, idempotencyKey)
-	if err != nil {
-		return Enqueued{}, err
-	}
-	if !ok {
-		// The claim above conflicted with a committed binding, whose run
-		// commits with it: its run was deleted by retention since (the
-		// binding outlives it), or was deleted while we looked.
-		return Enqueued{}, s.deletedRunOf(ctx, r.TenantID, r.WorkflowKey, idempotencyKey)
-	}
-	return Enqueued{Run: run}, nil
+	return []any{r.RunID, r.TenantID, r.WorkflowKey, idempotencyKey, r.Revision, r.DraftRevision, r.Checksum, r.Mode,
+		[]byte(r.Input), r.InputHash, origin, actor, perms, nullJSON(r.Fixtures), r.WorkflowID, []byte(usage), r.TenantName,
+		nullableList(r.ToolGrants), nullableList(r.ToolPolicy), requested, r.Budget.MaxTokens, r.Budget.MaxCostUSD}, nil
 }
+
+// enqueueCall runs weft_enqueue_run once: Run and Created from its row,
+// errBoundRunGone when it returns none.
+func enqueueCall(ctx context.Context, q querier, args []any, exclusive bool) (Enqueued, error) {
+	var out Enqueued
+	run, err := scanRun(prefixedRow{q.QueryRow(ctx, enqueueSQL, append(args[:len(args):len(args)], exclusive)...), &out.Created})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Enqueued{}, errBoundRunGone
+	}
+	if err != nil {
+		return Enqueued{}, err
+	}
+	out.Run = run
+	return out, nil
+}
+
+// prefixedRow scans its leading columns into first, the rest into what
+// Scan is given.
+type prefixedRow struct {
+	row   pgx.Row
+	first any
+}
+
+func (p prefixedRow) Scan(dest ...any) error { return p.row.Scan(append([]any{p.first}, dest...)...) }
 
 // CodeRunDeleted refuses an idempotency key whose run retention deleted
 // (WEFT_RUN_RETENTION_DAYS): the binding outlives the run so the key cannot
