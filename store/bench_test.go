@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,6 +122,31 @@ func benchEnqueue(b *testing.B, cap *int) {
 			b.Fatalf("enqueue: %v %s", err, e.Run.Status)
 		}
 	}
+}
+
+// BenchmarkEnqueueRun20 is BenchmarkEnqueueRun from 20 goroutines at once
+// (weftbench's 20 enqueue clients), through a pool as store.Open makes it
+// (pgxpool's default size), like the API's.
+func BenchmarkEnqueueRun20(b *testing.B) {
+	st := testinfra.NewStore(b)
+	ctx := context.Background()
+	if _, err := st.CreateWorkflow(ctx, "bench", "wf", []byte(`{}`), "alice"); err != nil {
+		b.Fatal(err)
+	}
+	procs := runtime.GOMAXPROCS(0)
+	b.SetParallelism((20 + procs - 1) / procs)
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			idem := fmt.Sprint("k", n.Add(1))
+			e, err := st.EnqueueRun(ctx, newRunValue("bench", "wf", idem), idem)
+			if err != nil || e.Run.Status != execution.StatusQueued {
+				b.Errorf("enqueue: %v %s", err, e.Run.Status)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkPutNodeResult20KiB is what recording one live node result the

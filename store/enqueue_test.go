@@ -1,0 +1,295 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/store"
+)
+
+// sentStatements records every statement a pool sends (BEGIN and COMMIT
+// included): each is one round trip.
+type sentStatements struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (s *sentStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = append(s.sent, strings.Join(strings.Fields(d.SQL), " "))
+	return ctx
+}
+
+func (s *sentStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *sentStatements) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.sent
+	s.sent = nil
+	return out
+}
+
+// TestEnqueueRunIsOneStatement pins the round trips of EnqueueRun (issue
+// 14): a live run no limit applies to, a simulation and a repeated key
+// are each one statement, with no transaction around it. A capped run
+// costs that statement (refused, writing nothing) and then a transaction.
+func TestEnqueueRunIsOneStatement(t *testing.T) {
+	t.Parallel()
+	rec := &sentStatements{}
+	cfg, err := pgxpool.ParseConfig(testinfra.NewDatabase(t))
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = rec
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := &store.Store{Pool: pool}
+	ctx := context.Background()
+	for _, k := range []string{"wf", "capped"} {
+		_, err := st.CreateWorkflow(ctx, "t1", k, json.RawMessage(`{"schemaVersion":1}`), "ada")
+		require.NoError(t, err)
+	}
+	_, _, err = st.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: "t1", WorkflowKey: "capped", MaxConcurrentRuns: ptr(5),
+		UpdatedBy: "ada"})
+	require.NoError(t, err)
+	rec.take()
+
+	oneStatement := func(what string) {
+		t.Helper()
+		sent := rec.take()
+		require.Len(t, sent, 1, "%s: %q", what, sent)
+		require.Contains(t, sent[0], "weft_enqueue_run", "%s: %q", what, sent)
+	}
+	live := newRunValue("t1", "wf", "k1")
+	e, err := st.EnqueueRun(ctx, live, "k1")
+	require.NoError(t, err)
+	require.True(t, e.Created)
+	require.Equal(t, execution.StatusQueued, e.Run.Status)
+	require.Equal(t, []string{live.RunID}, ids(e.Admitted))
+	oneStatement("a new live run")
+
+	again, err := st.EnqueueRun(ctx, newRunValue("t1", "wf", "k1"), "k1")
+	require.NoError(t, err)
+	require.False(t, again.Created)
+	require.Equal(t, live.RunID, again.Run.RunID)
+	require.Empty(t, again.Admitted)
+	oneStatement("a repeated key")
+
+	sim := newRunValue("t1", "capped", "s1")
+	sim.Mode = string(execution.ModeSimulation)
+	e, err = st.EnqueueRun(ctx, sim, "s1")
+	require.NoError(t, err)
+	require.True(t, e.Created)
+	require.Equal(t, execution.StatusQueued, e.Run.Status)
+	oneStatement("a simulation of a capped workflow")
+
+	capped := newRunValue("t1", "capped", "c1")
+	e, err = st.EnqueueRun(ctx, capped, "c1")
+	require.NoError(t, err)
+	require.True(t, e.Created)
+	require.Equal(t, execution.StatusQueued, e.Run.Status, "a slot is free")
+	require.Equal(t, []string{capped.RunID}, ids(e.Admitted))
+	sent := rec.take()
+	require.Contains(t, sent[0], "weft_enqueue_run", "a capped run: %q", sent)
+	require.Equal(t, "begin", strings.ToLower(sent[1]), "a capped run: %q", sent)
+	require.Contains(t, sent[2], "weft_enqueue_run", "a capped run: %q", sent)
+}
+
+// The run EnqueueRun answers with is the row GetRun reads, in every
+// outcome: weft_enqueue_run computes runColumns itself.
+func TestEnqueueRunAnswersTheStoredRow(t *testing.T) {
+	t.Parallel()
+	w := newLimitsWorld(t, "wf", "capped")
+	w.setWorkflow("capped", ptr(1), nil)
+	ctx := context.Background()
+	full := newRunValue(w.tenant, "wf", "full")
+	full.DraftRevision = ptr(3)
+	full.Fixtures = json.RawMessage(`{"a":{"out":1}}`)
+	full.Usage = json.RawMessage(`{"tokens":0}`)
+	full.TenantName = "Acme"
+	full.ToolGrants = []string{}
+	full.ToolPolicy = []string{"core.echo@1"}
+	full.RequestedBudget = &store.Budget{MaxTokens: ptr(int64(100))}
+	full.Budget = store.Budget{MaxTokens: ptr(int64(100)), MaxCostUSD: ptr(1.5)}
+	full.Actor = execution.Actor{Kind: "service", Sub: "schedule:s", ConfiguredBy: "ada"}
+	full.Origin = execution.Origin{Kind: "schedule", ID: "s"}
+
+	sim := newRunValue(w.tenant, "capped", "sim")
+	sim.Mode = string(execution.ModeSimulation)
+	for _, c := range []struct {
+		name, idem, status string
+		run                store.Run
+		created            bool
+		position           int
+	}{
+		{"live, every field", "full", execution.StatusQueued, full, true, 0},
+		{"the same key again", "full", execution.StatusQueued, newRunValue(w.tenant, "wf", "full"), false, 0},
+		{"capped, admitted", "c1", execution.StatusQueued, newRunValue(w.tenant, "capped", "c1"), true, 0},
+		{"capped, waiting", "c2", execution.StatusThrottled, newRunValue(w.tenant, "capped", "c2"), true, 1},
+		{"capped, waiting second", "c3", execution.StatusThrottled, newRunValue(w.tenant, "capped", "c3"), true, 2},
+		{"a waiting run's key again", "c3", execution.StatusThrottled, newRunValue(w.tenant, "capped", "c3"), false, 2},
+		{"a simulation", "sim", execution.StatusQueued, sim, true, 0},
+	} {
+		e, err := w.st.EnqueueRun(ctx, c.run, c.idem)
+		require.NoError(t, err, c.name)
+		require.Equal(t, c.created, e.Created, c.name)
+		require.Equal(t, c.status, e.Run.Status, c.name)
+		require.Equal(t, c.position, e.Run.Position, c.name)
+		require.Equal(t, w.run(e.Run.RunID), e.Run, c.name)
+		if c.created {
+			require.Equal(t, c.run.RunID, e.Run.RunID, c.name)
+		}
+	}
+}
+
+// An enqueue that found no limits, then waited for the tenant's admission
+// lock while a change of limits held it, checks again under the lock: the
+// cap set meanwhile holds it too (it waits, throttled), and nothing of the
+// first attempt is left behind.
+func TestEnqueueRunSeesLimitsSetWhileItWaitedForTheLock(t *testing.T) {
+	t.Parallel()
+	w := newLimitsWorld(t, "wf")
+	ctx := context.Background()
+	holder := w.enqueue("wf", "live")
+	require.Equal(t, execution.StatusQueued, holder.Run.Status)
+
+	// A change of limits in flight: the exclusive lock held, the cap
+	// written, not committed yet.
+	tx, err := w.st.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int, hashtext($2))`, 0x77656674, w.tenant)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO workflow_limits (tenant_id, workflow_key, max_concurrent_runs, updated_by)
+		VALUES ($1, 'wf', 1, 'ada')`, w.tenant)
+	require.NoError(t, err)
+
+	type result struct {
+		e   store.Enqueued
+		err error
+	}
+	done := make(chan result, 1)
+	r := newRunValue(w.tenant, "wf", "late")
+	go func() {
+		e, err := w.st.EnqueueRun(context.Background(), r, "late")
+		done <- result{e, err}
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := w.st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND classid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, 0x77656674).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond, "the enqueue does not wait for the admission lock")
+	require.NoError(t, tx.Commit(ctx))
+
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the enqueue did not finish once the lock was free")
+	}
+	require.NoError(t, got.err)
+	require.True(t, got.e.Created)
+	require.Equal(t, r.RunID, got.e.Run.RunID)
+	require.Equal(t, execution.StatusThrottled, got.e.Run.Status, "the cap set while it waited holds it")
+	require.Equal(t, 1, got.e.Run.Position)
+	require.Empty(t, got.e.Admitted)
+	require.Equal(t, map[string]int{"queued": 1, "throttled": 1}, w.statuses("wf"))
+	var bindings int
+	require.NoError(t, w.st.Pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_bindings WHERE tenant_id = $1 AND idempotency_key = 'late'`,
+		w.tenant).Scan(&bindings))
+	require.Equal(t, 1, bindings)
+}
+
+// Twenty enqueues racing for the last two slots of a cap admit exactly two;
+// the rest wait in distinct places. Pairs of them share an idempotency key:
+// each pair makes one run, answered to both.
+func TestConcurrentEnqueuesForTheLastSlotsAdmitExactlyTheCap(t *testing.T) {
+	t.Parallel()
+	w := newLimitsWorld(t, "wf")
+	w.setWorkflow("wf", ptr(5), nil)
+	for range 3 {
+		require.Equal(t, execution.StatusQueued, w.enqueue("wf", "live").Run.Status)
+	}
+	const callers = 20
+	results := make([]store.Enqueued, callers)
+	errs := make([]error, callers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idem := fmt.Sprint("pair-", i/2)
+			<-start
+			results[i], errs[i] = w.st.EnqueueRun(context.Background(), newRunValue(w.tenant, "wf", idem), idem)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	created, admitted := 0, 0
+	var positions []int
+	for i, e := range results {
+		require.NoError(t, errs[i], "caller %d", i)
+		if i%2 == 1 {
+			require.Equal(t, results[i-1].Run.RunID, e.Run.RunID, "callers %d and %d share a key", i-1, i)
+			require.NotEqual(t, results[i-1].Created, e.Created, "callers %d and %d: exactly one created the run", i-1, i)
+		}
+		if !e.Created {
+			continue
+		}
+		created++
+		for _, a := range e.Admitted {
+			if a.RunID == e.Run.RunID {
+				admitted++
+			}
+		}
+		if e.Run.Status == execution.StatusThrottled {
+			// Nothing leaves the queue here, so the place a run was given
+			// is still its place.
+			require.Equal(t, e.Run.Position, w.run(e.Run.RunID).Position, "run %s", e.Run.RunID)
+			positions = append(positions, e.Run.Position)
+		}
+	}
+	require.Equal(t, callers/2, created, "one run per key")
+	require.Equal(t, 2, admitted, "the last two slots")
+	require.Equal(t, map[string]int{"queued": 5, "throttled": callers/2 - 2}, w.statuses("wf"))
+	sort.Ints(positions)
+	want := make([]int, callers/2-2)
+	for i := range want {
+		want[i] = i + 1
+	}
+	require.Equal(t, want, positions, "the waiting runs' places")
+}
+
+// A run input PostgreSQL cannot store (a NUL character) is INVALID_INPUT,
+// on the one-statement path and on the capped one, and leaves no binding.
+func TestEnqueueRunRefusesUnstorableInput(t *testing.T) {
+	t.Parallel()
+	w := newLimitsWorld(t, "wf", "capped")
+	w.setWorkflow("capped", ptr(1), nil)
+	ctx := context.Background()
+	for _, key := range []string{"wf", "capped"} {
+		r := newRunValue(w.tenant, key, "nul")
+		r.Input = json.RawMessage(`{"id":"a\u0000"}`)
+		_, err := w.st.EnqueueRun(ctx, r, "nul")
+		require.Equal(t, failure.CodeInvalidInput, failure.CodeOf(err), "%s: %v", key, err)
+		e, err := w.st.EnqueueRun(ctx, newRunValue(w.tenant, key, "nul"), "nul")
+		require.NoError(t, err, key)
+		require.True(t, e.Created, "%s: the refused enqueue left its key unbound", key)
+	}
+}
