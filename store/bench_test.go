@@ -135,6 +135,7 @@ func BenchmarkEnqueueRun20(b *testing.B) {
 	}
 	procs := runtime.GOMAXPROCS(0)
 	b.SetParallelism((20 + procs - 1) / procs)
+	b.ResetTimer()
 	var n atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

@@ -33,11 +33,15 @@
 -- a bound run another transaction committed while the claim waited).
 -- +goose StatementBegin
 CREATE FUNCTION weft_limits_apply(p_tenant text, p_key text) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM tenant_limits WHERE tenant_id = p_tenant AND max_concurrent_runs IS NOT NULL)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    -- PL/pgSQL, not SQL: its plan is cached for the session instead of
+    -- being planned again in every enqueue's transaction.
+    RETURN EXISTS (SELECT 1 FROM tenant_limits WHERE tenant_id = p_tenant AND max_concurrent_runs IS NOT NULL)
         OR EXISTS (SELECT 1 FROM workflow_limits WHERE tenant_id = p_tenant AND workflow_key = p_key
                    AND (max_concurrent_runs IS NOT NULL OR max_starts_per_minute IS NOT NULL))
-        OR EXISTS (SELECT 1 FROM runs WHERE tenant_id = p_tenant AND workflow_key = p_key AND status = 'throttled')
+        OR EXISTS (SELECT 1 FROM runs WHERE tenant_id = p_tenant AND workflow_key = p_key AND status = 'throttled');
+END
 $$;
 -- +goose StatementEnd
 
