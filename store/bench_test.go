@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/store"
@@ -125,19 +127,42 @@ func benchEnqueue(b *testing.B, cap *int) {
 }
 
 // BenchmarkEnqueueRun20 is BenchmarkEnqueueRun from 20 goroutines at once
-// (weftbench's 20 enqueue clients), through a pool as store.Open makes it
-// (pgxpool's default size), like the API's.
+// (weftbench's 20 enqueue clients): through a pool as store.Open makes it
+// from a DATABASE_URL without pool_max_conns (pgxpool's default size,
+// max(4, CPUs)), like the API's, and through a pool of 20 connections.
 func BenchmarkEnqueueRun20(b *testing.B) {
-	st := testinfra.NewStore(b)
+	for _, conns := range []int32{0, 20} {
+		name := "pool=default"
+		if conns > 0 {
+			name = fmt.Sprint("pool=", conns)
+		}
+		b.Run(name, func(b *testing.B) {
+			st := testinfra.NewStore(b)
+			if conns > 0 {
+				cfg := st.Pool.Config()
+				cfg.MaxConns = conns
+				pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(pool.Close)
+				st = &store.Store{Pool: pool}
+			}
+			benchEnqueue20(b, st)
+		})
+	}
+}
+
+func benchEnqueue20(b *testing.B, st *store.Store) {
 	ctx := context.Background()
 	if _, err := st.CreateWorkflow(ctx, "bench", "wf", []byte(`{}`), "alice"); err != nil {
 		b.Fatal(err)
 	}
 	procs := runtime.GOMAXPROCS(0)
 	b.SetParallelism((20 + procs - 1) / procs)
-	b.ResetTimer()
 	var n atomic.Int64
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			idem := fmt.Sprint("k", n.Add(1))
