@@ -189,11 +189,8 @@ func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (ru
 //
 // A live run whose tenant or workflow has a cap (or whose workflow has runs
 // waiting already) goes through the admission queue: the function refuses
-// it (errLimitsApply) before writing anything, and it is enqueued again in
-// a transaction, inserted throttled under the tenant's exclusive admission
-// lock, with the admission pass (admit) in the same transaction, so it is
-// queued at once when a slot is free and nobody waits before it, and
-// throttled otherwise.
+// it (SQLSTATE WF001) before writing anything, and it is enqueued again in
+// a transaction (enqueueLimited).
 func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (Enqueued, error) {
 	if err := validateNewRun(r, idempotencyKey); err != nil {
 		return Enqueued{}, err
@@ -208,25 +205,9 @@ func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (E
 	out, err := enqueueCall(ctx, s.Pool, args, false)
 	if isLimitsApply(err) {
 		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-			if out, err = enqueueCall(ctx, tx, args, true); err != nil || !out.Created {
-				return err
-			}
-			adm, err := admit(ctx, tx, r.TenantID, r.RunID)
-			if err != nil {
-				return err
-			}
-			out.Admitted = adm.Admitted
-			for _, a := range adm.Admitted {
-				if a.RunID == r.RunID {
-					out.Run = a // admitted at once: admit read it back
-					return nil
-				}
-			}
-			// Still throttled: its place in the queue is read after the pass.
-			if out.Run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, r.RunID)); err != nil {
-				return fmt.Errorf("store: read new run: %w", err)
-			}
-			return nil
+			var txErr error
+			out, txErr = enqueueLimited(ctx, tx, args, r.TenantID, r.RunID)
+			return txErr
 		})
 	}
 	switch {
@@ -242,6 +223,34 @@ func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (E
 	}
 	if out.Created && out.Run.Status == execution.StatusQueued && out.Admitted == nil {
 		out.Admitted = []Run{out.Run}
+	}
+	return out, nil
+}
+
+// enqueueLimited enqueues a live run that limits apply to, in tx: inserted
+// throttled under the tenant's exclusive admission lock (weft_enqueue_run
+// with p_exclusive), then the admission pass (admit), so it is queued at
+// once when a slot is free and nobody waits before it, and throttled
+// otherwise.
+func enqueueLimited(ctx context.Context, tx pgx.Tx, args []any, tenantID, runID string) (Enqueued, error) {
+	out, err := enqueueCall(ctx, tx, args, true)
+	if err != nil || !out.Created {
+		return out, err
+	}
+	adm, err := admit(ctx, tx, tenantID, runID)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	out.Admitted = adm.Admitted
+	for _, a := range adm.Admitted {
+		if a.RunID == runID {
+			out.Run = a // admitted at once: admit read it back
+			return out, nil
+		}
+	}
+	// Still throttled: its place in the queue is read after the pass.
+	if out.Run, err = scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE run_id = $1`, runID)); err != nil {
+		return Enqueued{}, fmt.Errorf("store: read new run: %w", err)
 	}
 	return out, nil
 }
