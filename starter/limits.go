@@ -22,7 +22,10 @@ import (
 //     interpreter, the reconciler, a cancel): its transaction notifies
 //     store.SlotsChannel and every RunDispatcher wakes and dispatches the
 //     tenant, within milliseconds;
-//   - a timer RunDispatcher arms when runs wait only for a start rate;
+//   - a timer RunDispatcher arms when runs wait only for a start rate (an
+//     enqueue or a change of limits that leaves such a run notifies
+//     store.SlotsChannel too, so a dispatcher learns when even if no run
+//     of the tenant settles afterwards);
 //   - a repeated enqueue of a throttled run, and the sweeper (every tenant
 //     with throttled runs, each pass) as the safety net for notifications
 //     lost while no dispatcher listened.

@@ -27,8 +27,9 @@ import (
 // SlotsChannel is the PostgreSQL notification channel a run's settlement
 // notifies, with the tenant id as payload, when the run held a slot and
 // runs of its tenant wait for one (the trigger runs_slot_freed, migration
-// 00014, whatever code settles the run). The starter's dispatchers listen
-// on it (ListenSlots).
+// 00014, whatever code settles the run), and an enqueue or a change of
+// limits that leaves runs waiting only for a start rate (admitAndWake). The
+// starter's dispatchers listen on it (ListenSlots).
 const SlotsChannel = "weft_run_slots"
 
 // RateWindow is the window of maxStartsPerMinute: at most that many runs
@@ -360,6 +361,24 @@ func forEachRow(rows pgx.Rows, fn func(pgx.Rows) error) error {
 	return rows.Err()
 }
 
+// admitAndWake is admit for a pass that is not the dispatcher's own (an
+// enqueue, a change of limits): when it leaves runs waiting only for a
+// start rate, no settlement will wake a dispatcher for them, and the pass's
+// RetryAt would be lost with its caller. It notifies SlotsChannel in tx
+// (delivered at commit) so every RunDispatcher dispatches the tenant, learns
+// the same RetryAt and arms its timer. Dispatch itself must not notify: the
+// dispatcher would wake itself until the window opened.
+func admitAndWake(ctx context.Context, tx pgx.Tx, tenantID, fresh string) (Admission, error) {
+	adm, err := admit(ctx, tx, tenantID, fresh)
+	if err != nil || adm.RetryAt == nil {
+		return adm, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, SlotsChannel, tenantID); err != nil {
+		return Admission{}, fmt.Errorf("store: wake the dispatchers of tenant %s: %w", tenantID, err)
+	}
+	return adm, nil
+}
+
 // Dispatch admits, in one transaction under the tenant's admission lock,
 // the tenant's throttled runs that fit their limits now (see admit). The
 // caller starts the admitted runs.
@@ -558,7 +577,7 @@ func (s *Store) SetWorkflowLimits(ctx context.Context, l WorkflowLimits) (Workfl
 		if err != nil {
 			return err
 		}
-		adm, err = admit(ctx, tx, l.TenantID, "")
+		adm, err = admitAndWake(ctx, tx, l.TenantID, "")
 		return err
 	})
 	if err != nil {
@@ -592,7 +611,7 @@ func (s *Store) SetTenantLimits(ctx context.Context, l TenantLimits) (TenantLimi
 		if err != nil {
 			return err
 		}
-		adm, err = admit(ctx, tx, l.TenantID, "")
+		adm, err = admitAndWake(ctx, tx, l.TenantID, "")
 		return err
 	})
 	if err != nil {

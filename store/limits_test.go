@@ -354,6 +354,56 @@ func TestSettlementWakesDispatchers(t *testing.T) {
 	}
 }
 
+// An enqueue left waiting only for the start rate wakes the dispatchers
+// (SlotsChannel, at commit), so one arms its timer even when every
+// admitted run settled before it: no settlement would. An enqueue admitted
+// at once, or held by a full slot cap (a settlement will wake them), does
+// not notify.
+func TestRateThrottledEnqueueWakesDispatchers(t *testing.T) {
+	t.Parallel()
+	w := newLimitsWorld(t, "paced", "capped")
+	w.setWorkflow("paced", nil, ptr(1))
+	w.setWorkflow("capped", ptr(1), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	woken := make(chan string, 10)
+	connected := make(chan struct{}, 10)
+	go w.st.ListenSlots(ctx, nil, func(tenant string) { woken <- tenant }, func() { connected <- struct{}{} })
+	select {
+	case <-connected:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slot listener did not connect")
+	}
+	first := w.enqueue("paced", "live")
+	require.Equal(t, execution.StatusQueued, first.Run.Status)
+	w.settle(first.Run.RunID) // nobody waits yet: no notification
+	w.enqueue("capped", "live")
+	require.Equal(t, execution.StatusThrottled, w.enqueue("capped", "live").Run.Status)
+	select {
+	case got := <-woken:
+		t.Fatalf("a notification (%s) before any run waited for the rate", got)
+	default:
+	}
+
+	second := w.enqueue("paced", "live")
+	require.Equal(t, execution.StatusThrottled, second.Run.Status)
+	select {
+	case got := <-woken:
+		require.Equal(t, w.tenant, got)
+	case <-time.After(30 * time.Second):
+		t.Fatal("a run left waiting for the start rate woke no dispatcher")
+	}
+	adm, err := w.st.Dispatch(ctx, w.tenant)
+	require.NoError(t, err)
+	require.NotNil(t, adm.RetryAt, "the dispatcher learns when the window opens")
+	require.Equal(t, store.ThrottleWorkflowStartRate, adm.Reasons[second.Run.RunID])
+	select {
+	case got := <-woken:
+		t.Fatalf("the dispatcher's own pass notified (%s): it would wake itself until the window opened", got)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
 // Limits are validated, scoped to an existing workflow of the tenant, and
 // read back.
 func TestWorkflowLimitsRoundTrip(t *testing.T) {

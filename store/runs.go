@@ -237,7 +237,7 @@ func enqueueLimited(ctx context.Context, tx pgx.Tx, args []any, tenantID, runID 
 	if err != nil || !out.Created {
 		return out, err
 	}
-	adm, err := admit(ctx, tx, tenantID, runID)
+	adm, err := admitAndWake(ctx, tx, tenantID, runID)
 	if err != nil {
 		return Enqueued{}, err
 	}
