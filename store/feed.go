@@ -2,25 +2,15 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // EventsChannel is the PostgreSQL notification channel AppendEvents
 // notifies, with the run id as payload, in the transaction that appends a
 // run's events (so a notification arrives only after its events commit).
 const EventsChannel = "weft_run_events"
-
-// Reconnection backoff of the EventFeed listener.
-const (
-	feedRetryMin = 100 * time.Millisecond
-	feedRetryMax = 5 * time.Second
-)
 
 // feedApplicationName marks the listener's connection in pg_stat_activity.
 const feedApplicationName = "weft-event-feed"
@@ -34,8 +24,7 @@ const feedApplicationName = "weft-event-feed"
 // every (re)connection wakes every subscriber, and subscribers also re-read
 // on a timer of their own as a safety net.
 type EventFeed struct {
-	config *pgx.ConnConfig
-	log    *slog.Logger
+	listener listener
 
 	mu        sync.Mutex
 	subs      map[string]map[chan struct{}]struct{}
@@ -45,15 +34,16 @@ type EventFeed struct {
 // NewEventFeed returns a feed listening on the store's database (its own
 // connection, outside the pool). Run it with Run.
 func (s *Store) NewEventFeed(logger *slog.Logger) *EventFeed {
-	if logger == nil {
-		logger = slog.Default()
+	f := &EventFeed{subs: map[string]map[chan struct{}]struct{}{}}
+	f.listener = s.newListener(logger, feedApplicationName, EventsChannel)
+	f.listener.connected = func() {
+		f.setConnected(true)
+		// Anything appended while no listener was connected was not notified.
+		f.wakeAll()
 	}
-	cfg := s.Pool.Config().ConnConfig.Copy()
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = map[string]string{}
-	}
-	cfg.RuntimeParams["application_name"] = feedApplicationName
-	return &EventFeed{config: cfg, log: logger, subs: map[string]map[chan struct{}]struct{}{}}
+	f.listener.notified = f.wake
+	f.listener.lost = func(error) { f.setConnected(false) }
+	return f
 }
 
 // Subscribe registers interest in runID's events. The channel receives a
@@ -92,55 +82,8 @@ func (f *EventFeed) Connected() bool {
 // Run listens until ctx is done, reconnecting with backoff after a lost
 // connection. It returns nil when ctx ends.
 func (f *EventFeed) Run(ctx context.Context) error {
-	delay := feedRetryMin
-	for {
-		err := f.listen(ctx)
-		f.setConnected(false)
-		if ctx.Err() != nil {
-			return nil
-		}
-		f.log.Warn("event feed: listener lost; reconnecting", "err", err, "in", delay.String())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, feedRetryMax)
-		if errors.Is(err, errFeedWasHealthy) {
-			delay = feedRetryMin
-		}
-	}
-}
-
-// errFeedWasHealthy marks a listener that had been connected before it
-// failed, so the next reconnection starts from the shortest delay.
-var errFeedWasHealthy = errors.New("event feed: connection lost after listening")
-
-// listen holds one connection listening on EventsChannel until it fails or
-// ctx ends.
-func (f *EventFeed) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, f.config)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = conn.Close(closeCtx)
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	f.setConnected(true)
-	// Anything appended while no listener was connected was not notified.
-	f.wakeAll()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return errors.Join(errFeedWasHealthy, err)
-		}
-		f.wake(n.Payload)
-	}
+	f.listener.run(ctx)
+	return nil
 }
 
 func (f *EventFeed) setConnected(v bool) {

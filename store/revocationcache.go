@@ -3,12 +3,9 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/weftworks/weft/failure"
 )
@@ -171,61 +168,18 @@ type RevocationListener interface {
 // ends, reconnecting with backoff. A payload it cannot parse is reported
 // to l as a change of every key.
 func (s *Store) ListenRevocations(ctx context.Context, logger *slog.Logger, l RevocationListener) {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	cfg := s.Pool.Config().ConnConfig.Copy()
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = map[string]string{}
-	}
-	cfg.RuntimeParams["application_name"] = revocationFeedApplicationName
-	delay := feedRetryMin
-	for {
-		err := listenRevocations(ctx, cfg, logger, l)
-		if ctx.Err() != nil {
-			return
-		}
-		l.Lost(err)
-		logger.Warn("revocation feed: listener lost; reconnecting", "err", err, "in", delay.String())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, feedRetryMax)
-		if errors.Is(err, errFeedWasHealthy) {
-			delay = feedRetryMin
-		}
-	}
-}
-
-func listenRevocations(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger, l RevocationListener) error {
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = conn.Close(closeCtx)
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+RevocationsChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	l.Connected()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return errors.Join(errFeedWasHealthy, err)
-		}
-		ch, err := ParseRevocationChange(n.Payload)
+	feed := s.newListener(logger, revocationFeedApplicationName, RevocationsChannel)
+	feed.connected, feed.lost = l.Connected, l.Lost
+	feed.notified = func(payload string) {
+		ch, err := ParseRevocationChange(payload)
 		if err != nil {
 			// Unreadable: treated as a change of everything, yet with no
 			// seq it cannot be acknowledged; the next heartbeat's epoch
 			// covers it.
-			logger.Warn("revocation feed: unreadable notification; dropping the whole cache", "err", err)
+			feed.log.Warn("revocation feed: unreadable notification; dropping the whole cache", "err", err)
 			ch = RevocationChange{All: true}
 		}
 		l.Changed(ch)
 	}
+	feed.run(ctx)
 }
