@@ -138,10 +138,7 @@ func bounded[T any](ctx context.Context, onPanic func(p any) error, fn func() (T
 // authority, mapping, schema checks: reads only). Whatever has an effect
 // outside the attempt waits for it first (awaitCarried: a workspace-write
 // action's handler, the agent harness), so the log holds node.started and
-// what led to it before the node does anything. Of several attempts an
-// interpreter iteration starts at once (version 4), only one carries the
-// events: the one that may wait here, if any (graph.PlanNode.ReadOnly);
-// the others carry nothing and have no effect that needs the log first.
+// what led to it before the node does anything.
 //
 // An attempt that never waited (a read action, a simulated node: nothing
 // outside the attempt depends on the log) does not wait at its end either:

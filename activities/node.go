@@ -175,10 +175,7 @@ func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n gra
 		return permanent(execution.ErrActionFailed, nil, "node %q: action %s panicked", n.ID, n.Action)
 	}
 	// The log first, then the effect. A read action has none: its attempt
-	// does not wait for the events it carries (withCarriedEvents). The
-	// interpreter relies on this rule as the plan states it
-	// (graph.PlanNode.ReadOnly): of several attempts started at once, only
-	// one carries the events, and it is the one that may wait here.
+	// does not wait for the events it carries (withCarriedEvents).
 	if act.Contract.Risk != graph.RiskRead {
 		if err := awaitCarried(ctx); err != nil {
 			return nil, err

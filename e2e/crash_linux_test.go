@@ -587,94 +587,8 @@ func TestDrillWorkerKilledBeforeCarriedEventsCommit(t *testing.T) {
 	next.kill(syscall.SIGTERM, 30*time.Second)
 }
 
-// fanOutGraph: a fan-out of a read action, the read action whose worker
-// dies after answering, and a business write, joined by a merge. From
-// interpreter version 4 the write, the one member with an effect outside
-// its attempt, carries the events of the iteration that starts them all,
-// and waits for their append before it writes.
-const fanOutGraph = `{
-  "schemaVersion": 1,
-  "nodes": [
-    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
-    {"id": "a", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.echo", "version": 1}},
-    {"id": "die", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "drill.dieAfterReply", "version": 1},
-     "mapping": {"ms": {"pointer": "/in/ms"}}},
-    {"id": "save", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "workspace.notes.write", "version": 1},
-     "mapping": {"title": {"literal": "fan-out"}, "body": {"pointer": "/in"}}},
-    {"id": "m", "kind": "merge", "inputs": {"a": "any", "d": "any", "s": "any"}, "outputs": {"out": "any"}},
-    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
-  ],
-  "edges": [{"from": "in.out", "to": "a.in"}, {"from": "in.out", "to": "die.in"}, {"from": "in.out", "to": "save.in"},
-    {"from": "a.out", "to": "m.a"}, {"from": "die.out", "to": "m.d"}, {"from": "save.out", "to": "m.s"},
-    {"from": "m.out", "to": "out.in"}]
-}`
-
-// A fan-out whose attempts start together, one carrying their events: the
-// test holds run_events locked (EXCLUSIVE) from before the run starts
-// until the worker, killed 1.5 s after "die" answered, is dead. The read
-// actions answer without waiting for the append; the write ("save")
-// carries it and waits, so it writes nothing while node.started is not in
-// the log: when the worker dies there is no event and no note. Once the
-// lock goes, the next worker finishes the run: every event exactly once,
-// the chain intact, one note.
-func TestDrillWorkerKilledWhileFanOutCarrierWaits(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	first := e.spawnWorker() // publishes the drill actions
-	first.kill(syscall.SIGTERM, 30*time.Second)
-	e.publish("fanout", fanOutGraph)
-	marker := filepath.Join(t.TempDir(), "died")
-	w := e.spawnWorker(dieMarkerEnv + "=" + marker)
-
-	ctx := context.Background()
-	tx, err := e.st.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `LOCK TABLE run_events IN EXCLUSIVE MODE`)
-	require.NoError(t, err)
-	id := e.run("fanout", map[string]any{"ms": 1500})
-	select { // the worker kills itself 1.5 s after "die" answers
-	case <-w.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the worker did not die: %v", e.eventTypes(id))
-	}
-	require.Empty(t, e.eventTypes(id), "an append committed through the lock")
-	require.Zero(t, e.notesFor(id, "save"), "the write ran before its node.started was in the log")
-	require.NoError(t, tx.Rollback(ctx))
-
-	next := e.spawnWorker(dieMarkerEnv + "=" + marker) // the marker exists: this one lives
-	v := e.wait(id, 2*time.Minute)
-	require.Equal(t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
-	e.checkChain(id)
-	seen := map[string]int{}
-	for _, ev := range e.events(id) {
-		var d execution.EventData
-		require.NoError(t, json.Unmarshal(ev.Data, &d))
-		switch ev.Type {
-		case execution.EventNodeAttemptLeaseLost, execution.EventNodeAttemptInfraRetry:
-			continue // recovery evidence may repeat per re-dispatch
-		}
-		seen[fmt.Sprintf("%s %s#%d %s>%s", ev.Type, ev.NodeID, ev.Attempt, d.From, d.To)]++
-	}
-	for k, n := range seen {
-		require.Equal(t, 1, n, "%q appears %d times", k, n)
-	}
-	require.Equal(t, 1, seen[fmt.Sprintf("%s #0 >", execution.EventRunStarted)], "run.started: %v", seen)
-	for _, node := range []string{"in", "a", "die", "save", "m", "out"} {
-		require.Equal(t, 1, seen[fmt.Sprintf("%s %s#1 >", execution.EventNodeCompleted, node)], "%s completed once: %v", node, seen)
-	}
-	e.requireNotesOnceFor(id, "save")
-	next.kill(syscall.SIGTERM, 30*time.Second)
-}
-
 // requireNotesOnceFor: run id wrote exactly one note from node.
 func (e *env) requireNotesOnceFor(id, node string) {
-	e.t.Helper()
-	require.Equal(e.t, 1, e.notesFor(id, node), "notes of run %s node %s", id, node)
-}
-
-// notesFor counts the notes run id wrote from node.
-func (e *env) notesFor(id, node string) int {
 	e.t.Helper()
 	res := e.do(http.MethodGet, "/v1/notes?limit=200", e.token, nil)
 	require.Equal(e.t, http.StatusOK, res.Status, "%s", res.Body)
@@ -685,5 +599,5 @@ func (e *env) notesFor(id, node string) int {
 			n++
 		}
 	}
-	return n
+	require.Equal(e.t, 1, n, "notes of run %s node %s", id, node)
 }

@@ -231,8 +231,7 @@ func asksApprovals(doc *Document, n Node) bool {
 }
 
 // Plan builds the execution plan the interpreter loads: wiring in compile
-// order, normalized retries and timeouts, which nodes are read-only, and
-// no node bodies.
+// order, normalized retries and timeouts, and no node bodies.
 func (c *Compiled) Plan() Plan {
 	inputs := map[string][]PlanInput{}
 	outputs := map[string]map[string][]PortRef{}
@@ -245,10 +244,6 @@ func (c *Compiled) Plan() Plan {
 		}
 		outputs[fn][fp] = append(outputs[fn][fp], PortRef{Node: tn, Port: tp})
 	}
-	risks := make(map[ActionRef]Risk, len(c.Actions))
-	for _, a := range c.Actions {
-		risks[ActionRef{ID: a.ID, Version: a.Version}] = a.Risk
-	}
 	p := Plan{Checksum: c.Checksum, Nodes: make([]PlanNode, 0, len(c.Document.Nodes))}
 	for i, n := range c.Document.Nodes {
 		pn := PlanNode{
@@ -259,9 +254,6 @@ func (c *Compiled) Plan() Plan {
 			Retry:     NormalizeRetry(n.Retry),
 			TimeoutMs: n.TimeoutMs,
 			Summary:   n.ID + " · " + string(n.Kind),
-			// The pinned contract is the one an attempt runs: a worker
-			// whose registered contract hashes differently refuses it.
-			ReadOnly: n.Kind == KindAction && n.Action != nil && risks[*n.Action] == RiskRead,
 		}
 		if pn.TimeoutMs == 0 {
 			pn.TimeoutMs = DefaultTimeoutMs(n.Kind)

@@ -86,40 +86,6 @@ func TestPlan(t *testing.T) {
 	}, p.Nodes)
 }
 
-// A plan marks read-only only the action nodes whose pinned action has
-// risk read: the interpreter lets one of several activities started at
-// once carry its events by it, so a node that may have an effect must
-// never be marked.
-func TestPlanReadOnly(t *testing.T) {
-	doc, err := Decode([]byte(`{"schemaVersion":1,"nodes":[
-	  {"id":"in","kind":"input","outputs":{"out":"any"}},
-	  {"id":"read","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},"action":{"id":"core.echo","version":1}},
-	  {"id":"write","kind":"action","inputs":{"in":"any"},"outputs":{"out":"any"},
-	   "action":{"id":"workspace.notes.write","version":1},"mapping":{"title":{"literal":"t"},"body":{"literal":"b"}}},
-	  {"id":"ask","kind":"agent","inputs":{"in":"any"},"outputs":{"out":"any"},"agent":{"key":"triage","revision":2}},
-	  {"id":"g","kind":"gate","inputs":{"in":"any"},"outputs":{"pass":"any","fail":"any"},"language":"cel/v1","expression":"true"},
-	  {"id":"m","kind":"merge","inputs":{"r":"any","w":"any","a":"any","g":"any"},"outputs":{"out":"any"}},
-	  {"id":"out","kind":"output","inputs":{"in":"any"}}],
-	 "edges":[{"from":"in.out","to":"read.in"},{"from":"in.out","to":"write.in"},{"from":"in.out","to":"ask.in"},
-	  {"from":"in.out","to":"g.in"},{"from":"read.out","to":"m.r"},{"from":"write.out","to":"m.w"},
-	  {"from":"ask.out","to":"m.a"},{"from":"g.pass","to":"m.g"},{"from":"m.out","to":"out.in"}]}`))
-	require.NoError(t, err)
-	c, issues := Compile(doc, testCatalog())
-	require.Empty(t, issues)
-	readOnly := map[string]bool{}
-	for _, n := range c.Plan().Nodes {
-		readOnly[n.ID] = n.ReadOnly
-	}
-	require.Equal(t, map[string]bool{"in": false, "read": true, "write": false, "ask": false, "g": false, "m": false, "out": false}, readOnly)
-
-	// The field is omitted when false, so a plan stored before it existed
-	// decodes as "may have an effect" everywhere.
-	raw, err := json.Marshal(c.Plan())
-	require.NoError(t, err)
-	require.Equal(t, 1, strings.Count(string(raw), `"readOnly":true`))
-	require.NotContains(t, string(raw), `"readOnly":false`)
-}
-
 func TestPlanDefaults(t *testing.T) {
 	require.Equal(t, Retry{MaxAttempts: 1, InitialIntervalMs: 1000, Backoff: 2, MaxIntervalMs: 60000}, NormalizeRetry(nil))
 	require.Equal(t, Retry{MaxAttempts: 2, InitialIntervalMs: 90000, Backoff: 2, MaxIntervalMs: 90000},

@@ -33,7 +33,7 @@ type PinnedAction struct {
 }
 
 // Plan is the execution plan the interpreter loads: ids, kinds, wiring,
-// retries, timeouts and whether a node is read-only, nothing else. Node bodies (expressions, mappings,
+// retries and timeouts, nothing else. Node bodies (expressions, mappings,
 // schemas) are fetched by activities by (checksum, node id).
 type Plan struct {
 	Checksum string     `json:"checksum"`
@@ -55,14 +55,6 @@ type PlanNode struct {
 	TimeoutMs int   `json:"timeoutMs"`
 	// Summary is the Temporal activity summary, "nodeId · kind".
 	Summary string `json:"summary"`
-	// ReadOnly: the node's live attempts have no effect outside the
-	// attempt, so none of them waits for the interpreter's events it
-	// carries before it acts (an action node whose pinned action has risk
-	// read). The interpreter picks which of several activities started at
-	// once carries those events by it. False means "may have an effect":
-	// agents (their provider and tools), workspace-write actions, and every
-	// node of a plan stored before the field existed.
-	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
 // PlanInput is an input port and the output port feeding it.

@@ -72,8 +72,8 @@ func (i *interpreter) startAttempt(n *node) {
 		decided := *st
 		in.Approval = &decided // the harness applies it to that call, if still pending
 	}
-	if i.events.carrier == n.plan.ID {
-		in.Events = i.events.batch() // events.go: the one attempt that carries the buffer
+	if i.events.carry && !isLocal(n.plan.Kind) {
+		in.Events = i.events.batch() // events.go
 	}
 	timeout := time.Duration(n.plan.TimeoutMs) * time.Millisecond
 	if timeout <= 0 {

@@ -97,36 +97,6 @@ out output in=m.out
 		},
 	},
 	{
-		// Interpreter version 4: the fan-out's one member that may act
-		// outside its attempt (w) carries the buffered events; no flush
-		// before the fan-out starts.
-		name: "fanout-carry", status: execution.StatusSucceeded,
-		desc: `
-in  input
-a   action in=in.out read
-w   action in=in.out
-z   action in=in.out read
-m   merge  x=a.out y=w.out z=z.out
-out output in=m.out
-`,
-		check: func(t *testing.T, events []string) {
-			require.Equal(t, []string{
-				"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in",
-				"edge.taken in.out>w.in", "edge.taken in.out>z.in", "node.started a", "node.started w", "node.started z",
-			}, events[:9])
-			// The members complete in whichever order the worker reports them.
-			require.Equal(t, []string{
-				"node.started m", "node.completed m", "edge.taken m.out>out.in", "node.started out", "node.completed out", "run.succeeded",
-			}, events[len(events)-6:])
-		},
-		fakes: func(t *testing.T, f *fakes) {
-			flushed, carriers := fanOutCall(t, f, "a", "w", "z")
-			require.False(t, flushed)
-			require.Equal(t, []string{"w"}, carriers)
-			require.Equal(t, []string{"w"}, f.carriedBy())
-		},
-	},
-	{
 		name: "first-output-wins", status: execution.StatusSucceeded,
 		desc: `
 in      input

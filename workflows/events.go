@@ -18,18 +18,15 @@ import (
 //
 // Before interpreter version 2 every loop iteration flushed the buffer in
 // a local activity before scheduling what it decided. From version 2 the
-// buffer rides along (rideAlong): the activity an iteration schedules
-// carries it (execution.EventBatch) and appends it while the node
-// prepares, before anything with an effect outside the attempt, and
-// reports how far it appended (confirm); from version 4 one of several
-// activities started at once carries it (chooseCarrier). The
-// local-activity flush is left for where nothing would carry the events
-// soon — the iteration arms a timer (node.retry.scheduled is durable
-// before its timer starts) or starts no activity and waits on work in
-// flight — and for the run's end and continue-as-new. Events stay in the
-// buffer until confirmed, so every append carries the whole unconfirmed
-// prefix: the log stays in order whoever appends first, and keys make the
-// repeats harmless.
+// buffer rides along (rideAlong): the activities an iteration schedules
+// carry it (execution.EventBatch) and append it before they run the node,
+// and report how far they appended (confirm). The local-activity flush is
+// left for where nothing would carry the events soon — the iteration arms
+// a timer (node.retry.scheduled is durable before its timer starts) or
+// starts no activity and waits on work in flight — and for the run's end
+// and continue-as-new. Events stay in the buffer until confirmed, so every
+// append carries the whole unconfirmed prefix: the log stays in order
+// whoever appends first, and keys make the repeats harmless.
 type eventLog struct {
 	runID string
 	// ordinal is the last ordinal used; it continues across continue-as-new
@@ -44,11 +41,9 @@ type eventLog struct {
 	// events recorded after it was set (updateAfter is the ordinal then).
 	update      *execution.RunUpdate
 	updateAfter int
-	// rideAlong: interpreter version 2's buffering (see above).
-	rideAlong bool
-	// carrier is the node whose attempt, started this iteration, carries
-	// the buffer; "" when none does.
-	carrier string
+	// rideAlong: interpreter version 2's buffering (see above); carry: this
+	// iteration's activities carry the buffer.
+	rideAlong, carry bool
 	// durable is the ordinal through which events are known to be in the
 	// log (flushed, or confirmed by a carrier); flushNow makes the next
 	// iteration flush rather than carry (a recorded approval decision,
@@ -158,14 +153,14 @@ func (i *interpreter) flush() error {
 
 // flushOrCarry makes the buffer durable before what this iteration
 // schedules becomes visible, in the cheapest way that keeps order: before
-// version 2 a flush; from version 2 one regular activity it starts
-// carries the buffer (chooseCarrier; a flush when none may, or the buffer
-// is large), and an iteration that starts only local activities leaves it
-// for the next one (they finish in this workflow task, before anything
-// else happens).
+// version 2 a flush; from version 2 the one regular activity it starts
+// carries the buffer (a flush when it starts several, or the buffer is
+// large), and an iteration that starts only local activities leaves it for
+// the next one (they finish in this workflow task, before anything else
+// happens).
 func (i *interpreter) flushOrCarry() error {
 	l := &i.events
-	l.carrier = ""
+	l.carry = false
 	if !l.rideAlong {
 		return i.flush()
 	}
@@ -176,14 +171,13 @@ func (i *interpreter) flushOrCarry() error {
 		l.flushNow = false
 		return i.flush()
 	}
-	var starting []*node // the regular attempts this iteration starts, in compiled order
-	local, timers := 0, false
+	regular, local, timers := 0, 0, false
 	for _, n := range i.nodes {
 		switch {
 		case n.start && isLocal(n.plan.Kind):
 			local++
 		case n.start:
-			starting = append(starting, n)
+			regular++
 		case n.timer == nil && !n.due &&
 			(n.state.Status == execution.NodeWaiting || awaitingRedispatch(n)):
 			timers = true
@@ -194,65 +188,17 @@ func (i *interpreter) flushOrCarry() error {
 		}
 	}
 	switch {
-	case timers, len(starting) == 0 && local == 0:
+	case timers, regular == 0 && local == 0:
 		return i.flush()
-	case len(starting) == 0:
-		return nil
-	case l.size() > carryBudget:
+	case regular > 1, regular == 1 && l.size() > carryBudget:
+		// Several carriers would each append the same batch, contending
+		// for the run's row lock, and copy it into every attempt's input:
+		// one flush is cheaper.
 		return i.flush()
+	case regular == 1:
+		l.carry = true
 	}
-	c := i.chooseCarrier(starting)
-	if c == nil {
-		return i.flush()
-	}
-	l.carrier = c.plan.ID
 	return nil
-}
-
-// chooseCarrier picks which of the regular attempts an iteration starts
-// carries the buffer, or nil when the buffer must be flushed first.
-//
-// One attempt starting carries it. Several (a fan-out) flushed before
-// version 4: each carrying would append the same batch, contending for
-// the run's row lock, and copy it into every attempt's input. From
-// version 4 exactly one of them carries it and the others carry nothing.
-// The log must still come before any effect outside an attempt, and only
-// the carrier waits for its append before such an effect (activities:
-// withCarriedEvents), so the attempt that may have one carries, and the
-// first in compiled order when none may. When two or more may, only one
-// of them could wait for the append and another might act before its
-// node.started is in the log, so the buffer is flushed first.
-func (i *interpreter) chooseCarrier(starting []*node) *node {
-	if len(starting) == 1 {
-		return starting[0]
-	}
-	if i.version < 4 {
-		return nil
-	}
-	var effect *node
-	for _, n := range starting {
-		if !i.mayHaveEffect(n) {
-			continue
-		}
-		if effect != nil {
-			return nil
-		}
-		effect = n
-	}
-	if effect != nil {
-		return effect
-	}
-	return starting[0]
-}
-
-// mayHaveEffect reports whether an attempt of n may act outside the
-// attempt (a workspace-write action's handler, an agent's provider and
-// tools), which must come after the log holds its node.started. A
-// simulated attempt only reads its fixture; a read action only reads
-// (the plan's ReadOnly, computed when the revision was compiled; a plan
-// stored before that field existed leaves it false: may).
-func (i *interpreter) mayHaveEffect(n *node) bool {
-	return !i.simulation && !n.plan.ReadOnly
 }
 
 // infraActivityOptions are for LoadPlan and AppendEvents: unlike node

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,10 +24,9 @@ import (
 // parsePlan builds a graph.Plan from a compact description, one node per
 // line in compiled order:
 //
-//	id kind [inPort=node.port ...] [retry=max,initialMs,backoff,maxMs] [timeout=ms] [read]
+//	id kind [inPort=node.port ...] [retry=max,initialMs,backoff,maxMs] [timeout=ms]
 //
 // Output ports follow from the kind; their targets from the other lines.
-// read marks the node read-only (graph.PlanNode.ReadOnly: a read action).
 func parsePlan(t testing.TB, desc string) graph.Plan {
 	t.Helper()
 	plan := graph.Plan{Checksum: "sha256-test"}
@@ -45,10 +43,6 @@ func parsePlan(t testing.TB, desc string) graph.Plan {
 			Summary:   f[0] + " · " + f[1],
 		}
 		for _, arg := range f[2:] {
-			if arg == "read" {
-				n.ReadOnly = true
-				continue
-			}
 			k, v, ok := strings.Cut(arg, "=")
 			require.True(t, ok, "argument %q", arg)
 			switch k {
@@ -147,13 +141,9 @@ type fakes struct {
 	appends  []execution.AppendEventsInput
 	sources  []string               // per append: "flush" or "carried"
 	batches  []execution.EventBatch // what attempts carried, in order
-	carriers []string               // per batch, the node whose attempt carried it
-	// flushCalls is every AppendEvents local activity's events, in order,
-	// including those already appended.
-	flushCalls [][]execution.EventDraft
-	inputs     []execution.NodeInput
-	stored     []execution.StoreValuesInput
-	problems   []string
+	inputs   []execution.NodeInput
+	stored   []execution.StoreValuesInput
+	problems []string
 
 	// decisions are what LoadDecision finds, by decision id; identity is
 	// what UpdateIdentity answers (identities: what it was asked);
@@ -252,9 +242,6 @@ func (f *fakes) loadPlan(_ context.Context, in execution.LoadPlanInput) (graph.P
 // again before being confirmed, is appended once); an append that adds
 // no event leaves no trace.
 func (f *fakes) appendEvents(_ context.Context, in execution.AppendEventsInput) error {
-	f.mu.Lock()
-	f.flushCalls = append(f.flushCalls, slices.Clone(in.Events))
-	f.mu.Unlock()
 	f.appendFrom("flush", in)
 	return nil
 }
@@ -282,13 +269,6 @@ func (f *fakes) appendFrom(source string, in execution.AppendEventsInput) {
 	f.sources = append(f.sources, source)
 }
 
-// carriedBy lists, per carried batch, the node whose attempt carried it.
-func (f *fakes) carriedBy() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.carriers...)
-}
-
 // appendSources lists, per append, who made it.
 func (f *fakes) appendSources() []string {
 	f.mu.Lock()
@@ -309,7 +289,6 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 	if b := in.Events; b != nil {
 		f.mu.Lock()
 		f.batches = append(f.batches, *b)
-		f.carriers = append(f.carriers, in.NodeID)
 		f.mu.Unlock()
 		if len(b.Events) > 0 || b.Run != nil {
 			f.appendFrom("carried", execution.AppendEventsInput{TenantID: in.TenantID, RunID: in.RunID, Events: b.Events, Run: b.Run})
@@ -334,16 +313,14 @@ func (f *fakes) play(ctx context.Context, in execution.NodeInput) (execution.Nod
 		}
 	}
 	f.mu.Unlock()
-	// An attempt that may act outside itself has its node.started in the
-	// log before it runs (flushed, or carried and appended first). A local
-	// attempt runs inside the workflow task that decided it, so from
-	// interpreter version 2 its events may follow with the next append: it
-	// has no effect outside the workflow before then. From version 4 a
-	// read-only or simulated attempt started beside others may run before
-	// the one that carries their events has appended them: it acts on
-	// nothing. A re-dispatch may follow a continue-as-new.
+	// A regular attempt's node.started is in the log before it runs
+	// (flushed, or carried and appended first). A local attempt runs
+	// inside the workflow task that decided it, so from interpreter
+	// version 2 its events may follow with the next append: it has no
+	// effect outside the workflow before then. A re-dispatch may follow a
+	// continue-as-new.
 	local := in.Kind == graph.KindGate || in.Kind == graph.KindValidator || in.Kind == graph.KindMerge || in.Kind == graph.KindApproval
-	if !announced && in.Redispatch == 0 && !local && f.mayHaveEffect(in) {
+	if !announced && in.Redispatch == 0 && !local {
 		f.problem("%s attempt %d began before its node.started was appended", in.NodeID, in.Attempt)
 	}
 
@@ -405,19 +382,6 @@ func (f *fakes) play(ctx context.Context, in execution.NodeInput) (execution.Nod
 	}
 	res.DurationMs = s.durationMs
 	return res, nil
-}
-
-// mayHaveEffect: a live attempt of a node the plan does not mark read-only.
-func (f *fakes) mayHaveEffect(in execution.NodeInput) bool {
-	if in.Mode == execution.ModeSimulation {
-		return false
-	}
-	for _, n := range f.plan.Nodes {
-		if n.ID == in.NodeID {
-			return !n.ReadOnly
-		}
-	}
-	return true
 }
 
 // heartbeatUntil heartbeats (so Temporal can deliver a cancellation) until done closes.

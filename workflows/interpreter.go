@@ -40,11 +40,7 @@ import (
 //	   before a tool call needing approval (NodeResult.Approval) wait the
 //	   same way and resume with the decision (NodeInput.Approval), a
 //	   recorded decision is flushed at once, and the execution lets update
-//	   handlers finish before it ends or continues as new;
-//	4: an iteration that starts several regular activities (a fan-out)
-//	   lets one of them carry the buffered events instead of flushing them
-//	   first, unless two or more of them may have an effect outside their
-//	   attempt (events.go, chooseCarrier); the one that may carries.
+//	   handlers finish before it ends or continues as new.
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -56,7 +52,7 @@ import (
 const changeInterpreterV1 = "weft-interpreter-v1"
 
 // interpreterVersion is the version new executions record.
-const interpreterVersion = 4
+const interpreterVersion = 3
 
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
