@@ -88,6 +88,23 @@ func (w *limitsWorld) statuses(key string) map[string]int {
 	return out
 }
 
+// listenSlots listens on SlotsChannel until the test ends and returns the
+// tenants notified, once the listener is connected.
+func (w *limitsWorld) listenSlots() <-chan string {
+	w.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w.t.Cleanup(cancel)
+	woken := make(chan string, 10)
+	connected := make(chan struct{}, 10)
+	go w.st.ListenSlots(ctx, nil, func(tenant string) { woken <- tenant }, func() { connected <- struct{}{} })
+	select {
+	case <-connected:
+	case <-time.After(30 * time.Second):
+		w.t.Fatal("the slot listener did not connect")
+	}
+	return woken
+}
+
 func ids(runs []store.Run) []string {
 	out := make([]string, len(runs))
 	for i, r := range runs {
@@ -306,16 +323,8 @@ func TestSettlementWakesDispatchers(t *testing.T) {
 	t.Parallel()
 	w := newLimitsWorld(t, "wf")
 	w.setWorkflow("wf", ptr(1), nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	woken := make(chan string, 10)
-	connected := make(chan struct{}, 10)
-	go w.st.ListenSlots(ctx, nil, func(tenant string) { woken <- tenant }, func() { connected <- struct{}{} })
-	select {
-	case <-connected:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the slot listener did not connect")
-	}
+	ctx := context.Background()
+	woken := w.listenSlots()
 	lone := w.enqueue("wf", "live")
 	w.settle(lone.Run.RunID) // nobody waits: no notification
 	r1, r2, r3 := w.enqueue("wf", "live"), w.enqueue("wf", "live"), w.enqueue("wf", "live")
@@ -364,16 +373,8 @@ func TestRateThrottledEnqueueWakesDispatchers(t *testing.T) {
 	w := newLimitsWorld(t, "paced", "capped")
 	w.setWorkflow("paced", nil, ptr(1))
 	w.setWorkflow("capped", ptr(1), nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	woken := make(chan string, 10)
-	connected := make(chan struct{}, 10)
-	go w.st.ListenSlots(ctx, nil, func(tenant string) { woken <- tenant }, func() { connected <- struct{}{} })
-	select {
-	case <-connected:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the slot listener did not connect")
-	}
+	ctx := context.Background()
+	woken := w.listenSlots()
 	first := w.enqueue("paced", "live")
 	require.Equal(t, execution.StatusQueued, first.Run.Status)
 	w.settle(first.Run.RunID) // nobody waits yet: no notification
