@@ -45,6 +45,9 @@ func evidenceDataOf(raw json.RawMessage) ([]byte, error) {
 var evidenceSamples = []string{
 	``, ` `, `null`, `true`, `false`, `0`, `-0`, `1.50`, `1e400`, `-1e400`, `123456789012345678901234567890`, `"x"`, `[]`, `{}`,
 	`{"text":"hello from weftbench","n":42}`,
+	// Two keys that NUL replacement makes one: found by the fuzzer when
+	// sanitize let map order pick the survivor.
+	`{"a\u0000":1,"a\ufffd":2}`, `{"a\ufffd":2,"a\u0000":1}`,
 	`{"mode":"live","checksum":"sha256-abc","revision":3}`,
 	`{"port":"out","output":{"text":"hello","n":42,"nested":[1,2.0,{"b":true,"a":null}]}}`,
 	`{"b":1,"a":2,"é":3,"` + "\ue000" + `":4,"😀":5,"A":6,"":7}`,
@@ -79,6 +82,21 @@ func FuzzEvidenceData(f *testing.F) {
 		require.Equal(t, werr == nil, gerr == nil, "%q: %v / %v", raw, werr, gerr)
 		require.Equal(t, string(want), string(got), "%q", raw)
 	})
+}
+
+// Keys that become one when NUL is replaced give the same evidence every
+// time, whatever order the map is walked in.
+func TestEvidenceDataOfMergedKeysIsStable(t *testing.T) {
+	for _, raw := range []string{`{"a\u0000":1,"a\ufffd":2}`, `{"a\ufffd":2,"a\u0000":1}`} {
+		first, err := EvidenceData(json.RawMessage(raw))
+		require.NoError(t, err)
+		require.Equal(t, "{\"a\uFFFD\":2}", string(first), raw)
+		for range 50 {
+			again, err := EvidenceData(json.RawMessage(raw))
+			require.NoError(t, err)
+			require.Equal(t, string(first), string(again), raw)
+		}
+	}
 }
 
 func TestEventHashPartsMatchCanonical(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -520,7 +521,11 @@ func sanitize(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
-		for k, val := range t {
+		// Replacing NUL can make two keys one ("a\x00" and "a\uFFFD"): taken
+		// in sorted order, the same one wins every time, so the evidence of
+		// one input is always the same bytes.
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			val := t[k]
 			k = noNUL(k)
 			if isSensitiveKey(k) {
 				out[k] = Redacted
