@@ -116,9 +116,9 @@ func TestEventHashPartsMatchCanonical(t *testing.T) {
 		for _, seq := range []int64{1, 12345} {
 			want, err := eventCanonical(tc.runID, seq, 1, tc.typ, at, tc.nodeID, tc.attempt, []byte(tc.data))
 			require.NoError(t, err)
-			head, tail, err := eventHashParts(tc.runID, 1, tc.typ, at, tc.nodeID, tc.attempt, []byte(tc.data))
+			pre, post, tail, err := eventHashParts(tc.runID, 1, tc.typ, at, tc.nodeID, tc.attempt, []byte(tc.data))
 			require.NoError(t, err)
-			got := string(head) + strconv.FormatInt(seq, 10) + string(tail)
+			got := string(pre) + tc.data + string(post) + strconv.FormatInt(seq, 10) + string(tail)
 			require.Equal(t, string(want), got, "%+v", tc)
 		}
 	}

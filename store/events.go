@@ -140,21 +140,24 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 	return !(onlyIfActive && wasClosed), nil
 }
 
-// appendEventsSQL calls weft_append_events with an appendCall's arguments.
+// appendEventsSQL calls weft_append_events (its second signature,
+// migration 00023: each event's data sent once) with an appendCall's
+// arguments.
 const appendEventsSQL = `SELECT run_found, run_status, appended, was_terminal FROM weft_append_events($1, $2, $3, $4,
-	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::text[]::jsonb[], $11::bytea[], $12::bytea[],
-	$13::timestamptz, $14, $15, $16, $17::text::jsonb, $18::text::jsonb, $19::timestamptz)`
+	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::bytea[], $11::bytea[], $12::bytea[],
+	$13::bytea[], $14::timestamptz, $15, $16, $17, $18::text::jsonb, $19::text::jsonb, $20::timestamptz)`
 
 // appendCall is one weft_append_events call: the prepared events laid out
-// as arrays, each event's canonical form split around its seq, which only
-// the database assigns (see eventHashParts), and the run update.
+// as arrays, each event's canonical form in the pieces around its data and
+// its seq, which only the database assigns (see eventHashParts), and the
+// run update.
 type appendCall struct {
 	tenantID, runID          string
 	onlyIfActive             bool
-	keys, types, nodes, data []string
+	keys, types, nodes       []string
 	attempts                 []int32
 	ats                      []time.Time
-	heads, tails             [][]byte
+	data, pres, posts, tails [][]byte
 	runningAt                *time.Time
 	temporalRunID            string
 	finalStatus              string
@@ -165,15 +168,16 @@ type appendCall struct {
 func newAppendCall(tenantID, runID string, events []preparedEvent, onlyIfActive bool) (*appendCall, error) {
 	n := len(events)
 	c := &appendCall{tenantID: tenantID, runID: runID, onlyIfActive: onlyIfActive,
-		keys: make([]string, n), types: make([]string, n), nodes: make([]string, n), data: make([]string, n),
-		attempts: make([]int32, n), ats: make([]time.Time, n), heads: make([][]byte, n), tails: make([][]byte, n)}
+		keys: make([]string, n), types: make([]string, n), nodes: make([]string, n),
+		attempts: make([]int32, n), ats: make([]time.Time, n),
+		data: make([][]byte, n), pres: make([][]byte, n), posts: make([][]byte, n), tails: make([][]byte, n)}
 	for i, e := range events {
-		head, tail, err := eventHashParts(runID, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data)
+		pre, post, tail, err := eventHashParts(runID, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data)
 		if err != nil {
 			return nil, err
 		}
-		c.keys[i], c.types[i], c.nodes[i], c.attempts[i], c.ats[i], c.data[i] = e.key, e.typ, e.nodeID, int32(e.attempt), e.at, string(e.data)
-		c.heads[i], c.tails[i] = head, tail
+		c.keys[i], c.types[i], c.nodes[i], c.attempts[i], c.ats[i], c.data[i] = e.key, e.typ, e.nodeID, int32(e.attempt), e.at, e.data
+		c.pres[i], c.posts[i], c.tails[i] = pre, post, tail
 		// A batch holding run.started starts the run at that event's
 		// time, whatever its update: a run that ran no activity reaches
 		// its end with its start in the same batch.
@@ -230,7 +234,7 @@ func (c *appendCall) update(ctx context.Context, q querier, tenantID, runID stri
 
 func (c *appendCall) args() []any {
 	return []any{c.runID, c.tenantID, c.onlyIfActive, execution.EventSchemaVersion,
-		c.keys, c.types, c.nodes, c.attempts, c.ats, c.data, c.heads, c.tails,
+		c.keys, c.types, c.nodes, c.attempts, c.ats, c.data, c.pres, c.posts, c.tails,
 		c.runningAt, c.temporalRunID, EventsChannel, c.finalStatus, c.output, c.runError, c.finishedAt}
 }
 
@@ -363,59 +367,71 @@ func eventCanonical(runID string, seq int64, schemaVersion int, typ string, at t
 	}{runID, seq, typ, schemaVersion, at.UTC().Format(eventTimeLayout), nodeID, attempt, data})
 }
 
-// eventHashParts is the canonical form eventHash hashes, split around the
-// seq value: canonical(event) = head || decimal(seq) || tail. The keys sort
-// as at, attempt, data, nodeId, runId, schemaVersion, seq, type, so head
-// ends with `"seq":` and tail is the type member.
+// eventHashParts is the canonical form eventHash hashes in the pieces
+// around the event's data and its seq value: canonical(event) = pre ||
+// data || post || decimal(seq) || tail. The keys sort as at, attempt,
+// data, nodeId, runId, schemaVersion, seq, type, so pre ends with
+// `"data":`, post with `"seq":`, and tail is the type member. The data is
+// not copied into the pieces: weft_append_events (00023) hashes them with
+// the data it stores, which crosses the wire once.
 //
 // data must be canonical already (preparedEvent.data, from EvidenceData):
-// the parts are written directly, byte for byte what eventCanonical writes
-// (TestEventHashPartsMatchCanonical), without its marshal-and-reparse.
-// Text that is not valid UTF-8, which canonicalisation would replace,
-// takes eventCanonical itself.
-func eventHashParts(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (head, tail []byte, err error) {
-	head = make([]byte, 0, len(data)+len(runID)+len(nodeID)+128)
-	head = append(head, `{"at":"`...)
-	head = at.UTC().AppendFormat(head, eventTimeLayout)
-	head = append(head, `","attempt":`...)
-	head = graph.AppendCanonicalInt(head, int64(attempt))
-	head = append(head, `,"data":`...)
-	head = append(head, data...)
-	head = append(head, `,"nodeId":`...)
-	head, ok := graph.AppendCanonicalString(head, nodeID)
+// the pieces are written directly, byte for byte what eventCanonical writes
+// (TestEventHashPartsMatchCanonical), without its marshal-and-reparse, into
+// one buffer. Text that is not valid UTF-8, which canonicalisation would
+// replace, takes eventCanonical itself.
+func eventHashParts(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (pre, post, tail []byte, err error) {
+	buf := make([]byte, 0, len(runID)+len(nodeID)+len(typ)+160)
+	buf = append(buf, `{"at":"`...)
+	buf = at.UTC().AppendFormat(buf, eventTimeLayout)
+	buf = append(buf, `","attempt":`...)
+	buf = graph.AppendCanonicalInt(buf, int64(attempt))
+	buf = append(buf, `,"data":`...)
+	preEnd := len(buf)
+	buf = append(buf, `,"nodeId":`...)
+	buf, ok := graph.AppendCanonicalString(buf, nodeID)
 	if ok {
-		head = append(head, `,"runId":`...)
-		head, ok = graph.AppendCanonicalString(head, runID)
+		buf = append(buf, `,"runId":`...)
+		buf, ok = graph.AppendCanonicalString(buf, runID)
 	}
+	postEnd := 0
 	if ok {
-		head = append(head, `,"schemaVersion":`...)
-		head = graph.AppendCanonicalInt(head, int64(schemaVersion))
-		head = append(head, `,"seq":`...)
-		tail, ok = graph.AppendCanonicalString([]byte(`,"type":`), typ)
+		buf = append(buf, `,"schemaVersion":`...)
+		buf = graph.AppendCanonicalInt(buf, int64(schemaVersion))
+		buf = append(buf, `,"seq":`...)
+		postEnd = len(buf)
+		buf = append(buf, `,"type":`...)
+		buf, ok = graph.AppendCanonicalString(buf, typ)
 	}
 	if !ok {
 		return eventHashPartsOf(runID, schemaVersion, typ, at, nodeID, attempt, data)
 	}
-	return head, append(tail, '}'), nil
+	buf = append(buf, '}')
+	// Full slice expressions: appending to one piece never writes over the next.
+	return buf[:preEnd:preEnd], buf[preEnd:postEnd:postEnd], buf[postEnd:], nil
 }
 
 // eventTimeLayout is `at` in canonical events: RFC 3339, UTC, exactly six
 // fractional digits.
 const eventTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
 
-// eventHashPartsOf is eventHashParts by splitting eventCanonical's output.
-func eventHashPartsOf(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (head, tail []byte, err error) {
+// eventHashPartsOf is eventHashParts by cutting eventCanonical's output
+// around the data (which canonicalisation leaves as it is: it is canonical
+// already, and the members before it hold no text) and the seq.
+func eventHashPartsOf(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (pre, post, tail []byte, err error) {
 	c, err := eventCanonical(runID, 0, schemaVersion, typ, at, nodeID, attempt, data)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	const marker = `,"seq":0,"type":`
+	const dataKey, marker = `,"data":`, `,"seq":0,"type":`
+	d := bytes.Index(c, []byte(dataKey))
 	k := bytes.LastIndex(c, []byte(marker))
-	if k < 0 {
-		return nil, nil, fmt.Errorf("store: canonical event %q has no seq", c)
+	if d < 0 || k < 0 || !bytes.HasPrefix(c[d+len(dataKey):], data) || d+len(dataKey)+len(data) > k {
+		return nil, nil, nil, fmt.Errorf("store: canonical event %q does not hold its data and seq in order", c)
 	}
+	dataStart := d + len(dataKey)
 	cut := k + len(`,"seq":`)
-	return c[:cut], c[cut+1:], nil
+	return c[:dataStart:dataStart], c[dataStart+len(data) : cut : cut], c[cut+1:], nil
 }
 
 // EvidenceData turns event data into what may be stored as evidence: valid

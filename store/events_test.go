@@ -74,6 +74,51 @@ func TestAppendEventsIsIdempotentByKey(t *testing.T) {
 	require.Equal(t, int64(2), page[0].Seq, "page %+v %v", page, err)
 }
 
+// A worker of the previous release, still running during a rolling
+// deploy, calls weft_append_events' first signature (00012: the data sent
+// twice, inside the canonical head it hashes); it still works beside the
+// second (00023) on one run, and the chain they write together verifies.
+func TestAppendEventsFirstSignatureStillChains(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	ctx := context.Background()
+	run := createRun(t, st, "t1")
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{draft("k1", execution.EventNodeStarted, `{"b":1,"a":[2]}`)}, nil))
+
+	// The call as the previous release made it, the canonical form written
+	// out by hand around the seq.
+	at := t0.Add(time.Second).UTC().Truncate(time.Microsecond)
+	data := `{"text":"é \n"}`
+	head := fmt.Sprintf(`{"at":%q,"attempt":2,"data":%s,"nodeId":"n2","runId":%q,"schemaVersion":%d,"seq":`,
+		at.Format("2006-01-02T15:04:05.000000Z07:00"), data, run.RunID, execution.EventSchemaVersion)
+	tail := `,"type":"node.completed"}`
+	var found, closed bool
+	var status string
+	var appended int
+	err := st.Pool.QueryRow(ctx, `SELECT run_found, run_status, appended, was_terminal FROM weft_append_events($1, $2, $3, $4,
+		$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::text[]::jsonb[], $11::bytea[], $12::bytea[],
+		$13::timestamptz, $14, $15, $16, $17::text::jsonb, $18::text::jsonb, $19::timestamptz)`,
+		run.RunID, "t1", false, execution.EventSchemaVersion,
+		[]string{"k2"}, []string{execution.EventNodeCompleted}, []string{"n2"}, []int32{2}, []time.Time{at}, []string{data},
+		[][]byte{[]byte(head)}, [][]byte{[]byte(tail)}, nil, "", store.EventsChannel, "", nil, nil, nil).
+		Scan(&found, &status, &appended, &closed)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, 1, appended)
+
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{
+		draft("k2", execution.EventNodeCompleted, `{"again":true}`), // the key the first signature appended
+		draft("k3", execution.EventNodeCompleted, `{"z":null}`),
+	}, nil))
+	ev := listAll(t, st, "t1", run.RunID)
+	require.Len(t, ev, 3)
+	for i, want := range []string{`{"a": [2], "b": 1}`, `{"text": "é \n"}`, `{"z": null}`} {
+		require.Equal(t, int64(i+1), ev[i].Seq)
+		require.JSONEq(t, want, string(ev[i].Data), "seq %d", i+1)
+	}
+	require.NoError(t, st.VerifyChain(ctx, "t1", run.RunID))
+}
+
 func TestAppendEventsConcurrentWritersKeepSeqGapless(t *testing.T) {
 	t.Parallel()
 	st := testinfra.NewStore(t)
