@@ -73,15 +73,16 @@ func AppendCanonicalInt(dst []byte, n int64) []byte {
 // AppendCanonicalNumber appends the JSON number literal lit (as a
 // json.Decoder with UseNumber returns it) as an RFC 8785 number: the
 // float64 it denotes, in ECMAScript form. It fails, as Canonical does, on a
-// literal that is not a JSON number or is beyond float64's range.
-func AppendCanonicalNumber(dst []byte, lit string) ([]byte, error) {
+// literal that is not a JSON number or is beyond float64's range. lit may
+// be bytes of a document being read: a short integer is not copied.
+func AppendCanonicalNumber[T string | []byte](dst []byte, lit T) ([]byte, error) {
 	if shortInt(lit) {
-		if lit == "-0" {
+		if len(lit) == 2 && lit[0] == '-' && lit[1] == '0' {
 			return append(dst, '0'), nil
 		}
 		return append(dst, lit...), nil
 	}
-	c, err := Canonical(json.Number(lit))
+	c, err := Canonical(json.Number(string(lit)))
 	if err != nil {
 		return dst, err
 	}
@@ -91,7 +92,7 @@ func AppendCanonicalNumber(dst []byte, lit string) ([]byte, error) {
 // shortInt reports whether lit is a JSON integer literal of at most 15
 // digits (-?(0|[1-9][0-9]{0,14})): exactly a float64, whose ECMAScript form
 // is the same digits ("-0" aside, which is 0).
-func shortInt(lit string) bool {
+func shortInt[T string | []byte](lit T) bool {
 	d := lit
 	if len(d) > 0 && d[0] == '-' {
 		d = d[1:]
@@ -105,6 +106,33 @@ func shortInt(lit string) bool {
 		}
 	}
 	return true
+}
+
+// CompareCanonicalKeyBytes is CompareCanonicalKeys for names held as bytes
+// (a document being read), both valid UTF-8. UTF-8's byte order is code
+// point order, which is UTF-16's except between U+E000–U+FFFF (lead byte
+// 0xEE or 0xEF) and the runes beyond the Basic Multilingual Plane (lead
+// byte 0xF0–0xF4, high surrogates 0xD800–0xDBFF in UTF-16): where the first
+// difference puts those two against each other, the order flips. Both
+// runes start at the first differing byte or share its lead byte, since
+// everything before it is equal.
+func CompareCanonicalKeyBytes(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	if i == n {
+		return len(a) - len(b)
+	}
+	ca, cb := a[i], b[i]
+	if ca >= 0xEE && cb >= 0xEE && (ca >= 0xF0) != (cb >= 0xF0) {
+		if ca >= 0xF0 {
+			return -1
+		}
+		return 1
+	}
+	return int(ca) - int(cb)
 }
 
 // CompareCanonicalKeys orders object member names as RFC 8785 sorts them:

@@ -86,6 +86,14 @@ func TestCompareCanonicalKeysSortsAsCanonical(t *testing.T) {
 	for _, k := range keys {
 		require.Zero(t, CompareCanonicalKeys(k, k), "%q", k)
 	}
+	bytesSorted := slices.Clone(keys)
+	slices.SortFunc(bytesSorted, func(a, b string) int { return CompareCanonicalKeyBytes([]byte(a), []byte(b)) })
+	require.Equal(t, pairs, bytesSorted)
+	for _, a := range keys {
+		for _, b := range keys {
+			require.Equal(t, sign(CompareCanonicalKeys(a, b)), sign(CompareCanonicalKeyBytes([]byte(a), []byte(b))), "%q %q", a, b)
+		}
+	}
 }
 
 // FuzzAppendCanonical checks the Append functions against Canonical on
@@ -114,6 +122,9 @@ func FuzzAppendCanonical(f *testing.F) {
 					if werr == nil {
 						require.Equal(t, string(want), string(got), "%q", num)
 					}
+					gotBytes, berr := AppendCanonicalNumber(nil, []byte(num))
+					require.Equal(t, gerr == nil, berr == nil, "%q: %v / %v", num, gerr, berr)
+					require.Equal(t, string(got), string(gotBytes), "%q", num)
 				}
 			}
 		}
@@ -129,6 +140,7 @@ func FuzzAppendCanonical(f *testing.F) {
 		prefix, _ := AppendCanonicalString([]byte("{"), first)
 		require.True(t, strings.HasPrefix(string(c), string(prefix)+":"), "%s does not start with %q", c, first)
 		require.Equal(t, -sign(CompareCanonicalKeys(s, s2)), sign(CompareCanonicalKeys(s2, s)))
+		require.Equal(t, sign(CompareCanonicalKeys(s, s2)), sign(CompareCanonicalKeyBytes([]byte(s), []byte(s2))), "%q %q", s, s2)
 	})
 }
 

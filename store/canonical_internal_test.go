@@ -56,31 +56,79 @@ var evidenceSamples = []string{
 	`{"a\u0000":1,"a\ufffd":2}`, `{"k\u0000ey":{"x":1}}`,
 	`{"bad":"\ud800"}`, `{"bad":"\xff\xfe"}`, `{"dup":1,"dup":2}`,
 	`{"n":[0,-0,0.1,1e-7,1e21,9007199254740993,-1.5E+3,1e400]}`,
-	`{"a":1} {"b":2}`, `{"a":`, `[1,2,]`,
+	`{"a":1} {"b":2}`, `{"a":`, `[1,2,]`, `{"a":1}}`, `1]`, `{"a":1} x`, `[01]`, `[1.]`, `[.5]`, `[1e]`, `[-]`, `tru`, `[truex]`,
+	`{"a" 1}`, `{"a":1,}`, `{,}`, `{"a":1 "b":2}`, `["\x"]`, `["\u12"]`, `["\ud83d\u0041"]`, `["\udc00"]`, `["\u0000"]`,
+	`{"\u0061":1,"a":2}`, `{"b\u0000":1}`, "[\"\t\"]", "{\"\x01\":1}", `[1e400]`, `{"a":1e400,"a":2}`, `{"a":{"b":1},"a":{"c":2}}`,
+	`{"token":{"x":[1,}}`, `{"TOKEN":1,"tokens":2,"to\u212aen":3}`, "{\"to\u212aen\":3}", "{\"\u0130\":1,\"ab\":2}",
+	strings.Repeat("[", 300) + strings.Repeat("]", 300), strings.Repeat(`{"a":`, 300) + "1" + strings.Repeat("}", 300),
 	`{"big":"` + strings.Repeat("x", 9000) + `"}`,
 	`{"big":"` + strings.Repeat("é\u0001", 3000) + `"}`,
 }
 
 func TestEvidenceDataMatchesCanonical(t *testing.T) {
 	for _, raw := range evidenceSamples {
+		checkEvidence(t, []byte(raw))
+	}
+}
+
+// checkEvidence checks EvidenceData, the one-pass writer alone (where it
+// takes raw) and the decoding way alone against the long way.
+func checkEvidence(t *testing.T, raw []byte) {
+	t.Helper()
+	want, werr := evidenceDataOf(raw)
+	got, gerr := EvidenceData(raw)
+	require.Equal(t, werr == nil, gerr == nil, "%.80q: %v / %v", raw, werr, gerr)
+	require.Equal(t, string(want), string(got), "%.80q", raw)
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return
+	}
+	decoded, derr := evidenceDecoded(raw)
+	require.Equal(t, werr == nil, derr == nil, "decoded %.80q: %v / %v", raw, werr, derr)
+	require.Equal(t, string(want), string(decoded), "decoded %.80q", raw)
+	var w evidenceWriter
+	if c, ok := w.append(nil, raw); ok {
+		require.NoError(t, werr, "the writer took %.80q", raw)
+		if len(c) > MaxEventDataBytes {
+			var err error
+			c, err = truncated(c)
+			require.NoError(t, err)
+		}
+		require.Equal(t, string(want), string(c), "writer %.80q", raw)
+	}
+}
+
+// The one-pass writer takes what events hold, so they do not take the
+// decoding way: names out of order, repeated and redacted, escapes,
+// numbers to normalise, nesting.
+func TestEvidenceWriterTakesOrdinaryData(t *testing.T) {
+	for _, raw := range []string{
+		`null`, `-0`, `1.50`, `"x"`, `[]`, `{}`, ` {"b" : [1, 2.0, {"d":true, "c":null}] , "a":"\n\u00e9\ud83d\ude00\/"} `,
+		`{"mode":"live","checksum":"sha256-abc","revision":3}`, `{"dup":1,"dup":2}`, `{"Api-Key":{"deep":1},"é":2,"😀":3,"` + "\ue000" + `":4}`,
+		`{"n":[0,-0,0.1,1e-7,1e21,9007199254740993,-1.5E+3]}`, `{"big":"` + strings.Repeat("x", 9000) + `"}`,
+	} {
+		var w evidenceWriter
+		_, ok := w.append(nil, []byte(raw))
+		require.True(t, ok, "%.80s", raw)
+		checkEvidence(t, []byte(raw))
+	}
+	// One writer over many documents gives each its own evidence.
+	var w evidenceWriter
+	for _, raw := range evidenceSamples {
 		want, werr := evidenceDataOf(json.RawMessage(raw))
-		got, gerr := EvidenceData(json.RawMessage(raw))
+		got, gerr := w.evidence(json.RawMessage(raw))
 		require.Equal(t, werr == nil, gerr == nil, "%.80s: %v / %v", raw, werr, gerr)
 		require.Equal(t, string(want), string(got), "%.80s", raw)
 	}
 }
 
-// FuzzEvidenceData checks the one-pass canonical form against the long way
-// on arbitrary input.
+// FuzzEvidenceData checks the one-pass canonical form and the decoding
+// way against the long way on arbitrary input.
 func FuzzEvidenceData(f *testing.F) {
 	for _, raw := range evidenceSamples {
 		f.Add([]byte(raw))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		want, werr := evidenceDataOf(raw)
-		got, gerr := EvidenceData(raw)
-		require.Equal(t, werr == nil, gerr == nil, "%q: %v / %v", raw, werr, gerr)
-		require.Equal(t, string(want), string(got), "%q", raw)
+		checkEvidence(t, raw)
 	})
 }
 

@@ -243,6 +243,7 @@ func (c *appendCall) args() []any {
 func prepareEvents(drafts []execution.EventDraft) ([]preparedEvent, error) {
 	out := make([]preparedEvent, 0, len(drafts))
 	seen := make(map[string]bool, len(drafts))
+	var evidence evidenceWriter // its buffers serve every draft
 	for i, d := range drafts {
 		bad := func(format string, args ...any) error {
 			return failure.New(failure.CodeInvalidRequest, "event %d (%q): "+format, append([]any{i, d.Key}, args...)...)
@@ -263,7 +264,7 @@ func prepareEvents(drafts []execution.EventDraft) ([]preparedEvent, error) {
 			continue
 		}
 		seen[d.Key] = true
-		data, err := EvidenceData(d.Data)
+		data, err := evidence.evidence(d.Data)
 		if err != nil {
 			return nil, bad("%v", err)
 		}
@@ -442,9 +443,30 @@ func eventHashPartsOf(runID string, schemaVersion int, typ string, at time.Time,
 // N is the canonical size and preview its first ~7 KiB. Tool harnesses use it
 // to bound their outputs the same way.
 func EvidenceData(raw json.RawMessage) ([]byte, error) {
+	var w evidenceWriter
+	return w.evidence(raw)
+}
+
+// evidence is EvidenceData with w's buffers: in one pass over raw
+// (evidenceWriter), else by decoding it (evidenceDecoded).
+func (w *evidenceWriter) evidence(raw json.RawMessage) ([]byte, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return []byte(`{}`), nil
 	}
+	c, ok := w.append(make([]byte, 0, len(raw)), raw)
+	if !ok {
+		return evidenceDecoded(raw)
+	}
+	if len(c) <= MaxEventDataBytes {
+		return c, nil
+	}
+	return truncated(c)
+}
+
+// evidenceDecoded is EvidenceData by decoding raw with encoding/json: the
+// way of every document the one-pass writer does not take, and the
+// wording of every error.
+func evidenceDecoded(raw json.RawMessage) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber() // keep numbers as written until canonicalisation
 	var v any
