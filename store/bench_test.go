@@ -38,6 +38,28 @@ func BenchmarkAppendEvents2(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendChainEvents appends the events of one chain10 run as the
+// attempts carry them, two at a time (a node's end and the next one's
+// start), to a fresh run: the client side (evidence, the hash chain's
+// pieces, pgx encoding the arrays) is what B/op counts; the run's creation
+// is not counted.
+func BenchmarkAppendChainEvents(b *testing.B) {
+	st := testinfra.NewStore(b)
+	ctx := context.Background()
+	drafts := store.ChainDrafts(10)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		run := newRunTB(b, st, "bench")
+		b.StartTimer()
+		for i := 0; i < len(drafts); i += 2 {
+			if err := st.AppendEvents(ctx, "bench", run, drafts[i:min(i+2, len(drafts))], nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
 // BenchmarkCommitBaseline is the floor under any durable write on this
 // machine: one single-row INSERT committed in its own transaction.
 func BenchmarkCommitBaseline(b *testing.B) {
