@@ -164,9 +164,12 @@ func TestEventHashPartsMatchCanonical(t *testing.T) {
 		for _, seq := range []int64{1, 12345} {
 			want, err := eventCanonical(tc.runID, seq, 1, tc.typ, at, tc.nodeID, tc.attempt, []byte(tc.data))
 			require.NoError(t, err)
-			pre, post, tail, err := eventHashParts(tc.runID, 1, tc.typ, at, tc.nodeID, tc.attempt, []byte(tc.data))
+			require.Regexp(t, eventTypePattern, tc.typ)
+			pre, node, err := eventHashParts(at, tc.attempt, tc.nodeID)
 			require.NoError(t, err)
-			got := string(pre) + tc.data + string(post) + strconv.FormatInt(seq, 10) + string(tail)
+			run, err := eventRunPart(tc.runID, 1)
+			require.NoError(t, err)
+			got := string(pre) + tc.data + string(node) + string(run) + strconv.FormatInt(seq, 10) + eventTypePart(tc.typ)
 			require.Equal(t, string(want), got, "%+v", tc)
 		}
 	}

@@ -141,43 +141,48 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 }
 
 // appendEventsSQL calls weft_append_events (its second signature,
-// migration 00023: each event's data sent once) with an appendCall's
-// arguments.
+// migration 00023: each event's data sent once, the run's part once per
+// call) with an appendCall's arguments.
 const appendEventsSQL = `SELECT run_found, run_status, appended, was_terminal FROM weft_append_events($1, $2, $3, $4,
 	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::bytea[], $11::bytea[], $12::bytea[],
-	$13::bytea[], $14::timestamptz, $15, $16, $17, $18::text::jsonb, $19::text::jsonb, $20::timestamptz)`
+	$13::bytea, $14::timestamptz, $15, $16, $17, $18::text::jsonb, $19::text::jsonb, $20::timestamptz)`
 
 // appendCall is one weft_append_events call: the prepared events laid out
-// as arrays, each event's canonical form in the pieces around its data and
-// its seq, which only the database assigns (see eventHashParts), and the
-// run update.
+// as arrays, each event's canonical form in the pieces the function hashes
+// around its data, the run's part and its seq (see eventHashParts), and
+// the run update.
 type appendCall struct {
-	tenantID, runID          string
-	onlyIfActive             bool
-	keys, types, nodes       []string
-	attempts                 []int32
-	ats                      []time.Time
-	data, pres, posts, tails [][]byte
-	runningAt                *time.Time
-	temporalRunID            string
-	finalStatus              string
-	output, runError         *string // JSON text, nil for SQL NULL
-	finishedAt               *time.Time
+	tenantID, runID       string
+	onlyIfActive          bool
+	keys, types, nodes    []string
+	attempts              []int32
+	ats                   []time.Time
+	data, pres, nodeParts [][]byte
+	runPart               []byte
+	runningAt             *time.Time
+	temporalRunID         string
+	finalStatus           string
+	output, runError      *string // JSON text, nil for SQL NULL
+	finishedAt            *time.Time
 }
 
 func newAppendCall(tenantID, runID string, events []preparedEvent, onlyIfActive bool) (*appendCall, error) {
 	n := len(events)
+	runPart, err := eventRunPart(runID, execution.EventSchemaVersion)
+	if err != nil {
+		return nil, err
+	}
 	c := &appendCall{tenantID: tenantID, runID: runID, onlyIfActive: onlyIfActive,
 		keys: make([]string, n), types: make([]string, n), nodes: make([]string, n),
 		attempts: make([]int32, n), ats: make([]time.Time, n),
-		data: make([][]byte, n), pres: make([][]byte, n), posts: make([][]byte, n), tails: make([][]byte, n)}
+		data: make([][]byte, n), pres: make([][]byte, n), nodeParts: make([][]byte, n), runPart: runPart}
 	for i, e := range events {
-		pre, post, tail, err := eventHashParts(runID, execution.EventSchemaVersion, e.typ, e.at, e.nodeID, e.attempt, e.data)
+		pre, node, err := eventHashParts(e.at, e.attempt, e.nodeID)
 		if err != nil {
 			return nil, err
 		}
 		c.keys[i], c.types[i], c.nodes[i], c.attempts[i], c.ats[i], c.data[i] = e.key, e.typ, e.nodeID, int32(e.attempt), e.at, e.data
-		c.pres[i], c.posts[i], c.tails[i] = pre, post, tail
+		c.pres[i], c.nodeParts[i] = pre, node
 		// A batch holding run.started starts the run at that event's
 		// time, whatever its update: a run that ran no activity reaches
 		// its end with its start in the same batch.
@@ -234,7 +239,7 @@ func (c *appendCall) update(ctx context.Context, q querier, tenantID, runID stri
 
 func (c *appendCall) args() []any {
 	return []any{c.runID, c.tenantID, c.onlyIfActive, execution.EventSchemaVersion,
-		c.keys, c.types, c.nodes, c.attempts, c.ats, c.data, c.pres, c.posts, c.tails,
+		c.keys, c.types, c.nodes, c.attempts, c.ats, c.data, c.pres, c.nodeParts, c.runPart,
 		c.runningAt, c.temporalRunID, EventsChannel, c.finalStatus, c.output, c.runError, c.finishedAt}
 }
 
@@ -368,72 +373,70 @@ func eventCanonical(runID string, seq int64, schemaVersion int, typ string, at t
 	}{runID, seq, typ, schemaVersion, at.UTC().Format(eventTimeLayout), nodeID, attempt, data})
 }
 
-// eventHashParts is the canonical form eventHash hashes in the pieces
-// around the event's data and its seq value: canonical(event) = pre ||
-// data || post || decimal(seq) || tail. The keys sort as at, attempt,
-// data, nodeId, runId, schemaVersion, seq, type, so pre ends with
-// `"data":`, post with `"seq":`, and tail is the type member. The data is
-// not copied into the pieces: weft_append_events (00023) hashes them with
-// the data it stores, which crosses the wire once.
-//
-// data must be canonical already (preparedEvent.data, from EvidenceData):
-// the pieces are written directly, byte for byte what eventCanonical writes
-// (TestEventHashPartsMatchCanonical), without its marshal-and-reparse, into
-// one buffer. Text that is not valid UTF-8, which canonicalisation would
-// replace, takes eventCanonical itself.
-func eventHashParts(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (pre, post, tail []byte, err error) {
-	buf := make([]byte, 0, len(runID)+len(nodeID)+len(typ)+160)
+// The canonical form eventHash hashes, as weft_append_events (migration
+// 00023) puts it together: canonical(event) = pre || data || node || run ||
+// decimal(seq) || typePart(type). The keys sort as at, attempt, data,
+// nodeId, runId, schemaVersion, seq, type, so pre ends with `"data":` and
+// run with `"seq":`. The pieces are written directly, byte for byte what
+// eventCanonical writes (TestEventHashPartsMatchCanonical), without its
+// marshal-and-reparse; the data, canonical already (preparedEvent.data,
+// from EvidenceData), is not copied into them: it crosses to the database
+// once, as the jsonb to store.
+
+// eventHashParts is an event's pre, `{"at":"...","attempt":N,"data":`, and
+// node, `,"nodeId":"..."`, in one buffer.
+func eventHashParts(at time.Time, attempt int, nodeID string) (pre, node []byte, err error) {
+	buf := make([]byte, 0, len(nodeID)+80)
 	buf = append(buf, `{"at":"`...)
 	buf = at.UTC().AppendFormat(buf, eventTimeLayout)
 	buf = append(buf, `","attempt":`...)
 	buf = graph.AppendCanonicalInt(buf, int64(attempt))
 	buf = append(buf, `,"data":`...)
-	preEnd := len(buf)
+	n := len(buf)
 	buf = append(buf, `,"nodeId":`...)
-	buf, ok := graph.AppendCanonicalString(buf, nodeID)
-	if ok {
-		buf = append(buf, `,"runId":`...)
-		buf, ok = graph.AppendCanonicalString(buf, runID)
+	if buf, err = appendCanonicalText(buf, nodeID); err != nil {
+		return nil, nil, err
 	}
-	postEnd := 0
-	if ok {
-		buf = append(buf, `,"schemaVersion":`...)
-		buf = graph.AppendCanonicalInt(buf, int64(schemaVersion))
-		buf = append(buf, `,"seq":`...)
-		postEnd = len(buf)
-		buf = append(buf, `,"type":`...)
-		buf, ok = graph.AppendCanonicalString(buf, typ)
+	// A full slice expression: appending to pre never writes over node.
+	return buf[:n:n], buf[n:], nil
+}
+
+// eventRunPart is what every event of a run has after its node,
+// `,"runId":"...","schemaVersion":N,"seq":`.
+func eventRunPart(runID string, schemaVersion int) ([]byte, error) {
+	buf := make([]byte, 0, len(runID)+48)
+	buf = append(buf, `,"runId":`...)
+	buf, err := appendCanonicalText(buf, runID)
+	if err != nil {
+		return nil, err
 	}
-	if !ok {
-		return eventHashPartsOf(runID, schemaVersion, typ, at, nodeID, attempt, data)
+	buf = append(buf, `,"schemaVersion":`...)
+	buf = graph.AppendCanonicalInt(buf, int64(schemaVersion))
+	return append(buf, `,"seq":`...), nil
+}
+
+// eventTypePart is the type member that weft_append_events writes after
+// the seq: an event type is dotted lowercase names (eventTypePattern,
+// which prepareEvents holds every event to), whose canonical JSON string
+// is the type in quotes.
+func eventTypePart(typ string) string { return `,"type":"` + typ + `"}` }
+
+// appendCanonicalText appends s as a canonical JSON string; text that is
+// not valid UTF-8 as graph.Canonical writes it (each bad byte U+FFFD).
+func appendCanonicalText(dst []byte, s string) ([]byte, error) {
+	if out, ok := graph.AppendCanonicalString(dst, s); ok {
+		return out, nil
 	}
-	buf = append(buf, '}')
-	// Full slice expressions: appending to one piece never writes over the next.
-	return buf[:preEnd:preEnd], buf[preEnd:postEnd:postEnd], buf[postEnd:], nil
+	c, err := graph.Canonical(s)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, c...), nil
 }
 
 // eventTimeLayout is `at` in canonical events: RFC 3339, UTC, exactly six
 // fractional digits.
 const eventTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
-
-// eventHashPartsOf is eventHashParts by cutting eventCanonical's output
-// around the data (which canonicalisation leaves as it is: it is canonical
-// already, and the members before it hold no text) and the seq.
-func eventHashPartsOf(runID string, schemaVersion int, typ string, at time.Time, nodeID string, attempt int, data []byte) (pre, post, tail []byte, err error) {
-	c, err := eventCanonical(runID, 0, schemaVersion, typ, at, nodeID, attempt, data)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	const dataKey, marker = `,"data":`, `,"seq":0,"type":`
-	d := bytes.Index(c, []byte(dataKey))
-	k := bytes.LastIndex(c, []byte(marker))
-	if d < 0 || k < 0 || !bytes.HasPrefix(c[d+len(dataKey):], data) || d+len(dataKey)+len(data) > k {
-		return nil, nil, nil, fmt.Errorf("store: canonical event %q does not hold its data and seq in order", c)
-	}
-	dataStart := d + len(dataKey)
-	cut := k + len(`,"seq":`)
-	return c[:dataStart:dataStart], c[dataStart+len(data) : cut : cut], c[cut+1:], nil
-}
 
 // EvidenceData turns event data into what may be stored as evidence: valid
 // JSON (empty becomes {}), every sensitive key's value replaced by

@@ -106,9 +106,11 @@ func TestAppendEventsFirstSignatureStillChains(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, 1, appended)
 
+	odd := draft("k3", execution.EventNodeAttemptLeaseLost, `{"z":null}`)
+	odd.NodeID = "q\" \\ é \u2028 \x01 😀" // escaped in the canonical form the function hashes
 	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{
 		draft("k2", execution.EventNodeCompleted, `{"again":true}`), // the key the first signature appended
-		draft("k3", execution.EventNodeCompleted, `{"z":null}`),
+		odd,
 	}, nil))
 	ev := listAll(t, st, "t1", run.RunID)
 	require.Len(t, ev, 3)
