@@ -53,6 +53,7 @@ func main() {
 	flag.IntVar(&opts.BlockRuns, "block-runs", 5, "back-to-back runs per block")
 	flag.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the latency rounds")
 	flag.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile of this process at the end, after a GC (alloc_space: every byte allocated since the start)")
+	flag.IntVar(&opts.Spans, "spans", 0, "after the latency rounds, this many runs of each workload per side split by their histories' events")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")
 	flag.StringVar(&opts.AdminURL, "admin-url", testinfra.AdminURL(), "PostgreSQL URL the benchmark database is created from (WEFT_TEST_DATABASE_URL)")
 	flag.Parse()
