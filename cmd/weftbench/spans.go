@@ -6,11 +6,11 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 )
 
 // SpanSummary is where one workload's runs spent their time, weft against
@@ -78,32 +78,44 @@ func measureSpans(ctx context.Context, e *env, n int) ([]SpanSummary, error) {
 func (e *env) spans(ctx context.Context, workflowID string, start, end time.Time) (map[string]float64, error) {
 	it := e.tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	out := map[string]float64{spanTotal: msOf(end.Sub(start))}
-	var prevType string
-	var prev time.Time
+	var events []*historypb.HistoryEvent
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			return nil, err
 		}
-		typ, at := eventName(ev.GetEventType()), ev.GetEventTime().AsTime()
-		if prevType == "" {
-			out[spanBefore] += msOf(at.Sub(start))
-		} else {
-			out[prevType+" → "+typ] += msOf(at.Sub(prev))
+		events = append(events, ev)
+	}
+	if len(events) == 0 {
+		return nil, fmt.Errorf("%s has no history", workflowID)
+	}
+	// Workflow tasks are told apart: the first (the run's setup) and the
+	// last (its end) from the ones between.
+	tasks, task := 0, 0
+	for _, ev := range events {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED {
+			tasks++
 		}
-		prevType, prev = typ, at
 	}
-	out[spanAfter] += msOf(end.Sub(prev))
+	out[spanBefore] = msOf(events[0].GetEventTime().AsTime().Sub(start))
+	for k := 1; k < len(events); k++ {
+		prev, ev := events[k-1], events[k]
+		name := prev.GetEventType().String() + " → " + ev.GetEventType().String()
+		if prev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED {
+			task++
+			switch task {
+			case 1:
+				name += " (first task)"
+			case tasks:
+				name += " (last task)"
+			default:
+				name += " (tasks between)"
+			}
+		}
+		out[name] += msOf(ev.GetEventTime().AsTime().Sub(prev.GetEventTime().AsTime()))
+	}
+	out[spanAfter] = msOf(end.Sub(events[len(events)-1].GetEventTime().AsTime()))
 	return out, nil
-}
-
-func eventName(t enumspb.EventType) string {
-	// EVENT_TYPE_WORKFLOW_TASK_STARTED → WorkflowTaskStarted
-	var b strings.Builder
-	for _, w := range strings.Split(strings.TrimPrefix(t.String(), "EVENT_TYPE_"), "_") {
-		b.WriteString(w[:1] + strings.ToLower(w[1:]))
-	}
-	return b.String()
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
