@@ -21,12 +21,14 @@
 //   - throughput: N chain10 runs enqueued at once, with the bytes this
 //     process allocates per run;
 //   - enqueue throughput: starts through the API against raw SDK starts;
-//   - worker capacity: node attempts per second with many runs at once.
+//   - worker capacity: node attempts per second with many runs at once;
+//   - with -spans N, where each workload's runs spend their time: N more
+//     runs per side, their wall time split by their histories' events.
 //
 // Samples are interleaved (round-robin, rotating the order) so load spikes
 // hit all configurations alike.
 //
-//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-cpuprofile cpu.out] [-memprofile mem.out]
+//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-spans 12] [-cpuprofile cpu.out] [-memprofile mem.out]
 package main
 
 import (
