@@ -85,7 +85,9 @@ func Register(r worker.ActivityRegistry, d Deps) error {
 		revocations = d.Revocations
 	}
 	plans := newPlanActivities(d.Store)
-	events := &EventActivities{events: d.Store}
+	// A run's appends, carried and flushed, take turns in this process (runAppends).
+	appends := newRunAppends(d.Store, newAppendedRuns(appendedRunsSize))
+	events := &EventActivities{events: appends}
 	local := &LocalNodeActivities{revisions: revs, values: vals}
 	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger,
 		fixtures: newFixtureCache(d.Store, DefaultFixtureCacheSize), agents: d.Agents,
@@ -95,7 +97,7 @@ func Register(r worker.ActivityRegistry, d Deps) error {
 	r.RegisterActivityWithOptions(loggedAppends(events.AppendEvents, d.Logger), activity.RegisterOptions{Name: execution.ActivityAppendEvents})
 	// recorded (record.go) keeps the live results events leave out.
 	runLocal := observed(durable(recorded(local.RunLocalNode, d.Store), d.Drain), d.Observer, d.Logger)
-	run := observed(durable(withCarriedEvents(recorded(nodes.RunNode, d.Store), d.Store, newAppendedRuns(appendedRunsSize), d.Logger), d.Drain), d.Observer, d.Logger)
+	run := observed(durable(withCarriedEvents(recorded(nodes.RunNode, d.Store), appends, d.Logger), d.Drain), d.Observer, d.Logger)
 	r.RegisterActivityWithOptions(runLocal, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
 	r.RegisterActivityWithOptions(run, activity.RegisterOptions{Name: execution.ActivityRunNode})
 	// The same two handlers under each kind's name (execution.NodeActivity);

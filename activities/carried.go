@@ -1,10 +1,13 @@
 package activities
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/weftworks/weft/execution"
 )
 
 // carriedAppendTimeout bounds a carried append that outlives its attempt
@@ -58,4 +61,127 @@ func (a *appendedRuns) through(tenantID, runID string) int {
 	defer a.mu.Unlock()
 	v, _ := a.lru.Get(runKey{tenantID, runID})
 	return v
+}
+
+// runAppends serializes this process's appends of one run's events
+// (carried batches and local-activity flushes) and coalesces waiting
+// carried batches.
+//
+// Appends of one run take the run row's lock in the database one at a
+// time anyway. Left to PostgreSQL, every attempt's append waits there,
+// holding a pool connection, and re-sends every event not yet known
+// committed — all of them while the ones ahead wait — so under load a
+// chain of read actions, whose attempts answer before their appends
+// commit, built a backlog (ten appends of a ten-node chain still waiting
+// at the run's end, the last one sending all its events again) that the
+// run's final flush waited behind. Here a run's appends wait in memory
+// instead: the one that gets the run's turn sends only what is not known
+// committed, and a carried batch that waited sends the latest batch
+// waiting for the run instead of its own: every batch carries the
+// interpreter's whole unconfirmed prefix, so the latest holds everything
+// the earlier ones do (and the run update, until one is confirmed), and
+// the earlier ones then find their events committed and send nothing.
+// Only batches carried by attempts are coalesced: an attempt exists only
+// once the workflow task that decided it completed, whereas a flush comes
+// from a workflow task that may never complete (docs/reliability.md), so a
+// flush appends exactly what it was given.
+type runAppends struct {
+	events   eventAppender
+	appended *appendedRuns
+
+	mu    sync.Mutex
+	lanes map[runKey]*appendLane
+}
+
+// appendLane is one run's turn: sem holds one token while an append of
+// the run is being sent; latest is the carried batch with the highest
+// Through that waits for (or holds) the turn.
+type appendLane struct {
+	sem    chan struct{}
+	users  int
+	latest *execution.EventBatch
+}
+
+func newRunAppends(events eventAppender, appended *appendedRuns) *runAppends {
+	return &runAppends{events: events, appended: appended, lanes: map[runKey]*appendLane{}}
+}
+
+// join returns the run's lane, offering b (nil for a flush) as its latest batch.
+func (r *runAppends) join(k runKey, b *execution.EventBatch) *appendLane {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.lanes[k]
+	if l == nil {
+		l = &appendLane{sem: make(chan struct{}, 1)}
+		r.lanes[k] = l
+	}
+	l.users++
+	if b != nil && (l.latest == nil || b.Through > l.latest.Through) {
+		l.latest = b
+	}
+	return l
+}
+
+func (r *runAppends) leave(k runKey, l *appendLane) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.users--; l.users == 0 {
+		delete(r.lanes, k)
+	}
+}
+
+// turn waits for the run's turn; the returned function gives it back.
+func (l *appendLane) turn(ctx context.Context) (func(), error) {
+	select {
+	case l.sem <- struct{}{}:
+		return func() { <-l.sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// carry appends a batch an attempt carries, in the run's turn: nothing
+// when its events are known committed by then, else the latest batch
+// waiting for the run, less what is known committed.
+func (r *runAppends) carry(ctx context.Context, tenantID, runID string, b *execution.EventBatch) error {
+	k := runKey{tenantID, runID}
+	l := r.join(k, b)
+	defer r.leave(k, l)
+	done, err := l.turn(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	known := r.appended.through(tenantID, runID)
+	if known >= b.Through {
+		return nil // a later batch of the run committed it, update included
+	}
+	r.mu.Lock()
+	send := l.latest
+	r.mu.Unlock()
+	if send == nil || send.Through < b.Through {
+		send = b
+	}
+	pending := unappended(send, known)
+	if len(pending) > 0 || send.Run != nil {
+		if err := r.events.AppendEvents(ctx, tenantID, runID, pending, send.Run); err != nil {
+			return err
+		}
+	}
+	r.appended.record(tenantID, runID, send.Through)
+	return nil
+}
+
+// AppendEvents is a flush (the AppendEvents local activity): what it was
+// given, in the run's turn.
+func (r *runAppends) AppendEvents(ctx context.Context, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate) error {
+	k := runKey{tenantID, runID}
+	l := r.join(k, nil)
+	defer r.leave(k, l)
+	done, err := l.turn(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return r.events.AppendEvents(ctx, tenantID, runID, events, upd)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -50,18 +51,18 @@ func TestCarriedAppendSendsOnlyWhatIsNotKnownAppended(t *testing.T) {
 		return execution.NodeResult{Port: "out"}, nil
 	}
 	in := execution.NodeInput{TenantID: "t", RunID: "r", Events: draftBatch(1, 3)}
-	res, err := withCarriedEvents(waits, rec, appended, slog.Default())(context.Background(), in)
+	res, err := withCarriedEvents(waits, newRunAppends(rec, appended), slog.Default())(context.Background(), in)
 	require.NoError(t, err)
 	require.Equal(t, 3, res.EventsThrough)
 
 	in.Events = draftBatch(2, 5) // 2 and 3 unconfirmed as far as the interpreter knows
-	res, err = withCarriedEvents(waits, rec, appended, slog.Default())(context.Background(), in)
+	res, err = withCarriedEvents(waits, newRunAppends(rec, appended), slog.Default())(context.Background(), in)
 	require.NoError(t, err)
 	require.Equal(t, 5, res.EventsThrough)
 
 	in.RunID = "other" // nothing known of this run: everything is sent
 	in.Events = draftBatch(4, 5)
-	_, err = withCarriedEvents(waits, rec, appended, slog.Default())(context.Background(), in)
+	_, err = withCarriedEvents(waits, newRunAppends(rec, appended), slog.Default())(context.Background(), in)
 	require.NoError(t, err)
 	require.Equal(t, [][]string{{"k1", "k2", "k3"}, {"k4", "k5"}, {"k4", "k5"}}, rec.calls)
 
@@ -69,7 +70,7 @@ func TestCarriedAppendSendsOnlyWhatIsNotKnownAppended(t *testing.T) {
 	// more than is known committed.
 	in.RunID = "r"
 	in.Events = draftBatch(6, 6)
-	res, err = withCarriedEvents(answers, rec, appended, slog.Default())(context.Background(), in)
+	res, err = withCarriedEvents(answers, newRunAppends(rec, appended), slog.Default())(context.Background(), in)
 	require.NoError(t, err)
 	require.Contains(t, []int{5, 6}, res.EventsThrough)
 }
@@ -79,4 +80,108 @@ func TestUnappended(t *testing.T) {
 	for known, want := range map[int]int{0: 3, 3: 3, 4: 2, 5: 1, 6: 0, 9: 0} {
 		require.Len(t, unappended(b, known), want, "known %d", known)
 	}
+}
+
+// blockingAppender records each append's keys; each call first says so
+// on entered, then waits for a token on gate.
+type blockingAppender struct {
+	recordingAppender
+	entered, gate chan struct{}
+}
+
+func newBlockingAppender(tokens int) *blockingAppender {
+	return &blockingAppender{entered: make(chan struct{}, 16), gate: make(chan struct{}, tokens)}
+}
+
+func (b *blockingAppender) AppendEvents(ctx context.Context, tenantID, runID string, evs []execution.EventDraft, upd *execution.RunUpdate) error {
+	b.entered <- struct{}{}
+	select {
+	case <-b.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return b.recordingAppender.AppendEvents(ctx, tenantID, runID, evs, upd)
+}
+
+func (b *blockingAppender) sent() [][]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([][]string(nil), b.calls...)
+}
+
+// laneUsers is how many appends of run r are in its lane, sending or waiting.
+func laneUsers(r *runAppends, runID string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.lanes[runKey{"t", runID}]; l != nil {
+		return l.users
+	}
+	return 0
+}
+
+// Carried batches of one run that wait behind its append in flight are
+// sent as one append of the latest, less what the first committed: every
+// event once, two appends instead of four; each waiting carrier returns
+// once its events are committed.
+func TestCarriedAppendsOfARunTakeTurnsAndCoalesce(t *testing.T) {
+	app := newBlockingAppender(0)
+	r := newRunAppends(app, newAppendedRuns(8))
+	ctx := context.Background()
+	errs := make(chan error, 4)
+	go func() { errs <- r.carry(ctx, "t", "r", draftBatch(1, 2)) }()
+	<-app.entered // sending its batch
+	for through := 3; through <= 5; through++ {
+		go func() { errs <- r.carry(ctx, "t", "r", draftBatch(1, through)) }() // the whole unconfirmed prefix
+	}
+	require.Eventually(t, func() bool { return laneUsers(r, "r") == 4 }, 30*time.Second, time.Millisecond)
+	require.Empty(t, app.sent(), "nothing is sent before the gate opens")
+	for range 2 {
+		app.gate <- struct{}{}
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, [][]string{{"k1", "k2"}, {"k3", "k4", "k5"}}, app.sent())
+	require.Equal(t, 5, r.appended.through("t", "r"))
+	require.Zero(t, laneUsers(r, "r"), "the lane is dropped once nobody uses it")
+}
+
+// A flush waits for the run's append in flight, then sends all it was
+// given (a flush's batch is never coalesced).
+func TestFlushWaitsForTheRunsAppendInFlight(t *testing.T) {
+	app := newBlockingAppender(0)
+	r := newRunAppends(app, newAppendedRuns(8))
+	ctx := context.Background()
+	carried := make(chan error, 1)
+	go func() { carried <- r.carry(ctx, "t", "r", draftBatch(1, 2)) }()
+	<-app.entered
+	flushed := make(chan error, 1)
+	go func() { flushed <- r.AppendEvents(ctx, "t", "r", draftBatch(1, 3).Events, nil) }()
+	require.Eventually(t, func() bool { return laneUsers(r, "r") == 2 }, 30*time.Second, time.Millisecond)
+	require.Empty(t, app.entered, "the flush started sending while the run's append was in flight")
+
+	app.gate <- struct{}{}
+	require.NoError(t, <-carried)
+	app.gate <- struct{}{}
+	require.NoError(t, <-flushed)
+	require.Equal(t, [][]string{{"k1", "k2"}, {"k1", "k2", "k3"}}, app.sent())
+}
+
+// A carrier waiting for its run's turn gives up with its context.
+func TestCarriedAppendWaitingForItsTurnEndsWithItsContext(t *testing.T) {
+	app := newBlockingAppender(0)
+	r := newRunAppends(app, newAppendedRuns(8))
+	first := make(chan error, 1)
+	go func() { first <- r.carry(context.Background(), "t", "r", draftBatch(1, 1)) }()
+	<-app.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	waiting := make(chan error, 1)
+	go func() { waiting <- r.carry(ctx, "t", "r", draftBatch(1, 2)) }()
+	require.Eventually(t, func() bool { return laneUsers(r, "r") == 2 }, 30*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-waiting, context.Canceled)
+	app.gate <- struct{}{}
+	require.NoError(t, <-first)
+	require.Equal(t, [][]string{{"k1"}}, app.sent())
+	require.Equal(t, 1, r.appended.through("t", "r"))
 }

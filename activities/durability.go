@@ -150,8 +150,10 @@ func bounded[T any](ctx context.Context, onPanic func(p any) error, fn func() (T
 // before its append commits, or dies with its worker loses nothing: the
 // next carrier or flush appends the events again (keys make repeats
 // harmless), and the run's last flush appends whatever is left before the
-// run is reported closed.
-func withCarriedEvents(run nodeRunner, events eventAppender, appended *appendedRuns, logger *slog.Logger) nodeRunner {
+// run is reported closed. A run's appends take turns in this process
+// (runAppends): one waiting behind another sends only what is not known
+// committed by then, coalesced with the run's latest waiting batch.
+func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger) nodeRunner {
 	return func(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
 		b := in.Events
 		if b == nil {
@@ -161,16 +163,10 @@ func withCarriedEvents(run nodeRunner, events eventAppender, appended *appendedR
 		c := &carried{done: make(chan struct{})}
 		// Not the attempt's context: the append may outlive the attempt.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), carriedAppendTimeout)
-		pending := unappended(b, appended.through(in.TenantID, in.RunID))
 		go func() {
 			defer cancel()
 			defer close(c.done)
-			if len(pending) > 0 || b.Run != nil {
-				c.err = events.AppendEvents(actx, in.TenantID, in.RunID, pending, b.Run)
-			}
-			if c.err == nil {
-				appended.record(in.TenantID, in.RunID, b.Through)
-			}
+			c.err = appends.carry(actx, in.TenantID, in.RunID, b)
 		}()
 		res, err := run(context.WithValue(ctx, carriedKey{}, c), in)
 		if c.awaited.Load() {
@@ -184,7 +180,7 @@ func withCarriedEvents(run nodeRunner, events eventAppender, appended *appendedR
 			return res, err
 		}
 		if err == nil {
-			res.EventsThrough = min(appended.through(in.TenantID, in.RunID), b.Through)
+			res.EventsThrough = min(appends.appended.through(in.TenantID, in.RunID), b.Through)
 		}
 		// Nobody reads a detached append's error: the events stay buffered
 		// and are carried again, but a store that keeps refusing them must

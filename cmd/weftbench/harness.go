@@ -67,6 +67,10 @@ type Options struct {
 	// what was allocated since the process started (every section, both
 	// sides); inuse_* what is still live.
 	MemProfile string
+	// Spans, when positive, runs each workload this many more times per
+	// side after the latency rounds and splits their wall time by their
+	// histories' events (SpanSummary).
+	Spans int
 }
 
 // The dev servers a run starts, each from bin/temporal.
@@ -227,6 +231,12 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 	}
 	for i, c := range configs {
 		rep.Latency = append(rep.Latency, summarize(c.name, samples[i]))
+	}
+	if o.Spans > 0 {
+		logf("spans: %d runs of each workload per side", o.Spans)
+		if rep.Spans, err = measureSpans(ctx, tuned, o.Spans); err != nil {
+			return nil, fmt.Errorf("spans: %w", err)
+		}
 	}
 
 	// Dev servers under sustained use: a rate limiter of the stock server

@@ -25,7 +25,7 @@ func TestHarnessRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Options{Rounds: 1, Warmup: 0, Concurrency: 3, Bursts: 1, Enqueues: 4, Clients: 2, Capacity: 3, Blocks: 1, BlockRuns: 1,
-		MemProfile: memProfile, TemporalCLI: testinfra.TemporalBinary(), AdminURL: testinfra.AdminURL()}, &out, io.Discard)
+		MemProfile: memProfile, Spans: 1, TemporalCLI: testinfra.TemporalBinary(), AdminURL: testinfra.AdminURL()}, &out, io.Discard)
 	require.NoError(t, err)
 	prof, err := os.ReadFile(memProfile)
 	require.NoError(t, err)
@@ -39,11 +39,18 @@ func TestHarnessRuns(t *testing.T) {
 	for _, h := range rep.History {
 		assert.False(t, h.Weft.Activities != h.Activities || h.Hand.Activities < 1 || h.Weft.Events <= 0, "history of %s: %+v", h.Workload, h)
 	}
+	require.Len(t, rep.Spans, len(workloads()), "report = %+v", rep)
+	for _, s := range rep.Spans {
+		for _, side := range []map[string]float64{s.Weft, s.Hand} {
+			assert.Positive(t, side[spanTotal], "%s spans: %v", s.Workload, side)
+			assert.Contains(t, side, "WorkflowTaskStarted → WorkflowTaskCompleted (last task)", "%s spans: %v", s.Workload, side)
+		}
+	}
 	for _, l := range rep.Latency {
 		assert.False(t, len(l.Samples) != 1 || l.Median <= 0, "%s: samples %v", l.Name, l.Samples)
 	}
 	for _, want := range []string{"weft / hand-written, chain10", "fanout10", "stock dev server / weft dev's server",
-		"enqueue weft / raw SDK", "node attempts/s", "history events per action node", "load average"} {
+		"enqueue weft / raw SDK", "node attempts/s", "history events per action node", "load average", "where a run's time goes"} {
 		assert.Contains(t, out.String(), want, "report lacks %q:\n%s", want, out.String())
 	}
 }

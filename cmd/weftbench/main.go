@@ -21,12 +21,14 @@
 //   - throughput: N chain10 runs enqueued at once, with the bytes this
 //     process allocates per run;
 //   - enqueue throughput: starts through the API against raw SDK starts;
-//   - worker capacity: node attempts per second with many runs at once.
+//   - worker capacity: node attempts per second with many runs at once;
+//   - with -spans N, where each workload's runs spend their time: N more
+//     runs per side, their wall time split by their histories' events.
 //
 // Samples are interleaved (round-robin, rotating the order) so load spikes
 // hit all configurations alike.
 //
-//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-cpuprofile cpu.out] [-memprofile mem.out]
+//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-spans 12] [-cpuprofile cpu.out] [-memprofile mem.out]
 package main
 
 import (
@@ -53,6 +55,7 @@ func main() {
 	flag.IntVar(&opts.BlockRuns, "block-runs", 5, "back-to-back runs per block")
 	flag.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the latency rounds")
 	flag.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile of this process at the end, after a GC (alloc_space: every byte allocated since the start)")
+	flag.IntVar(&opts.Spans, "spans", 0, "after the latency rounds, this many runs of each workload per side split by their histories' events")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")
 	flag.StringVar(&opts.AdminURL, "admin-url", testinfra.AdminURL(), "PostgreSQL URL the benchmark database is created from (WEFT_TEST_DATABASE_URL)")
 	flag.Parse()

@@ -33,6 +33,8 @@ type Report struct {
 	Capacity []CapacitySummary
 	// Storage is the event log's and the runs table's size per run.
 	Storage StorageSummary
+	// Spans: where runs spend their time, by history span (Options.Spans).
+	Spans []SpanSummary
 	// RSS and PeakRSS of this process at the end (API, starter, workers of
 	// four dev servers, both sides).
 	RSS, PeakRSS int64
@@ -206,6 +208,8 @@ func (r *Report) write(w io.Writer) {
 	for _, l := range r.Latency {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", l.Name, ms(l.Min), ms(l.Median), ms(l.P90), ms(l.Max))
 	}
+
+	writeSpans(w, r.Spans)
 
 	fmt.Fprintf(w, "\n### Dev servers under sustained use: hand-written chain10, %d blocks of %d back-to-back runs each, interleaved (ms)\n\n", o.Blocks, o.BlockRuns)
 	fmt.Fprintln(w, "| dev server | min | median | p90 | max |")
