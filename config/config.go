@@ -19,7 +19,13 @@ import (
 
 // Config is every setting weft reads from the environment.
 type Config struct {
-	DatabaseURL       string
+	DatabaseURL string
+	// DBPoolMaxConns is each process's PostgreSQL pool size when
+	// DATABASE_URL sets no pool_max_conns (WEFT_DB_POOL_MAX_CONNS, default
+	// 20): every enqueue and event append commits, and a commit waits for
+	// its WAL flush, so concurrent requests need connections to wait on
+	// (PostgreSQL flushes the commits waiting together at once).
+	DBPoolMaxConns    int
 	TemporalAddress   string
 	TemporalNamespace string
 	TemporalTLSCert   string // path; with TemporalTLSKey enables mTLS
@@ -117,6 +123,12 @@ const (
 	DefaultReplayParallel = 4
 )
 
+// DefaultDBPoolMaxConns is DBPoolMaxConns's default: the 20 concurrent
+// clients `make bench` enqueues from each hold a connection. pgxpool's own
+// default, max(4, CPUs), left most of them queued for a connection while 4
+// commits flushed.
+const DefaultDBPoolMaxConns = 20
+
 // DefaultWorkerDrain is WorkerDrain's default.
 const DefaultWorkerDrain = 25 * time.Second
 
@@ -154,6 +166,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		MetricsAddr:          get("WEFT_METRICS_ADDR", ""),
 	}
 	var err error
+	if c.DBPoolMaxConns, err = intEnv(get, "WEFT_DB_POOL_MAX_CONNS", DefaultDBPoolMaxConns); err != nil {
+		return Config{}, err
+	}
+	if c.DBPoolMaxConns < 1 || c.DBPoolMaxConns > 1000 {
+		return Config{}, fmt.Errorf("config: WEFT_DB_POOL_MAX_CONNS must be between 1 and 1000, got %d", c.DBPoolMaxConns)
+	}
 	if c.TemporalPort, err = intEnv(get, "WEFT_TEMPORAL_PORT", 7233); err != nil {
 		return Config{}, err
 	}

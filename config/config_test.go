@@ -29,6 +29,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, want.TemporalUIPort, c.TemporalUIPort, "defaults differ from SPEC §1: %+v", c)
 	require.Equal(t, "http://localhost:8233", c.TemporalUIURL, "UI URL = %q", c.TemporalUIURL)
 	require.True(t, c.History == graph.DefaultHistoryBudget, "history budget = %+v, want Temporal's defaults", c.History)
+	require.Equal(t, DefaultDBPoolMaxConns, c.DBPoolMaxConns, "pool size default")
 }
 
 func TestOverridesAndRefusals(t *testing.T) {
@@ -43,6 +44,9 @@ func TestOverridesAndRefusals(t *testing.T) {
 	require.Equal(t, "http://localhost:9233", c.TemporalUIURL, "overrides not applied: %+v", c)
 	require.Equal(t, "q2", c.TaskQueue, "overrides not applied: %+v", c)
 	require.Equal(t, "postgres://x/y", c.DatabaseURL, "overrides not applied: %+v", c)
+	p, err := FromEnv(env(map[string]string{"WEFT_DB_POOL_MAX_CONNS": "7"}))
+	require.NoError(t, err)
+	require.Equal(t, 7, p.DBPoolMaxConns, "WEFT_DB_POOL_MAX_CONNS not applied")
 	for name, m := range map[string]map[string]string{
 		"bad port":               {"WEFT_TEMPORAL_PORT": "seven"},
 		"negative":               {"WEFT_EVENT_RETENTION_DAYS": "-1"},
@@ -54,6 +58,9 @@ func TestOverridesAndRefusals(t *testing.T) {
 		"run retention not int":  {"WEFT_RUN_RETENTION_DAYS": "a month"},
 		"probe ttl too short":    {"WEFT_PROVIDER_PROBE_TTL": "10ms"},
 		"probe ttl not duration": {"WEFT_PROVIDER_PROBE_TTL": "15"},
+		"empty pool":             {"WEFT_DB_POOL_MAX_CONNS": "0"},
+		"pool not a number":      {"WEFT_DB_POOL_MAX_CONNS": "many"},
+		"pool too large":         {"WEFT_DB_POOL_MAX_CONNS": "100000"},
 	} {
 		_, err = FromEnv(env(m))
 		assert.Error(t, err, "%s: accepted", name)

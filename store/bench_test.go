@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/store"
@@ -149,26 +148,28 @@ func benchEnqueue(b *testing.B, cap *int) {
 }
 
 // BenchmarkEnqueueRun20 is BenchmarkEnqueueRun from 20 goroutines at once
-// (weftbench's 20 enqueue clients): through a pool as store.Open makes it
-// from a DATABASE_URL without pool_max_conns (pgxpool's default size,
-// max(4, CPUs)), like the API's, and through a pool of 20 connections.
+// (weftbench's 20 enqueue clients): through a pool of pgxpool's default
+// size, max(4, CPUs) (what store.Open makes from a DATABASE_URL without
+// pool_max_conns), and through one of weft's default size
+// (WEFT_DB_POOL_MAX_CONNS, what `weft api` opens).
 func BenchmarkEnqueueRun20(b *testing.B) {
-	for _, conns := range []int32{0, 20} {
-		name := "pool=default"
+	for _, conns := range []int{0, config.DefaultDBPoolMaxConns} {
+		name := "pool=pgxpool-default"
 		if conns > 0 {
-			name = fmt.Sprint("pool=", conns)
+			name = fmt.Sprint("pool=weft-default-", conns)
 		}
 		b.Run(name, func(b *testing.B) {
 			st := testinfra.NewStore(b)
 			if conns > 0 {
-				cfg := st.Pool.Config()
-				cfg.MaxConns = conns
-				pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+				sized, err := store.OpenWith(context.Background(), st.Pool.Config().ConnString(), store.Options{MaxConns: conns})
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.Cleanup(pool.Close)
-				st = &store.Store{Pool: pool}
+				b.Cleanup(sized.Close)
+				if got := sized.Pool.Config().MaxConns; got != int32(conns) {
+					b.Fatalf("pool of %d connections, want %d", got, conns)
+				}
+				st = sized
 			}
 			benchEnqueue20(b, st)
 		})

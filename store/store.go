@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -28,11 +29,31 @@ type Store struct {
 	Pool *pgxpool.Pool
 }
 
-// Open connects to PostgreSQL.
+// Options shape the pool Open makes.
+type Options struct {
+	// MaxConns is the pool's size when the database URL does not set
+	// pool_max_conns (which wins); 0 leaves pgxpool's default, max(4, CPUs).
+	MaxConns int
+}
+
+// Open connects to PostgreSQL with pgxpool's defaults (or what the URL's
+// pool_* parameters say).
 func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	return OpenWith(ctx, databaseURL, Options{})
+}
+
+// OpenWith connects to PostgreSQL with o's defaults under what the URL
+// sets.
+func OpenWith(ctx context.Context, databaseURL string, o Options) (*Store, error) {
+	if o.MaxConns < 0 || o.MaxConns > math.MaxInt32 {
+		return nil, fmt.Errorf("store: pool size %d out of range", o.MaxConns)
+	}
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database url: %w", err)
+	}
+	if o.MaxConns > 0 && !setsPoolMaxConns(databaseURL) {
+		cfg.MaxConns = max(int32(o.MaxConns), cfg.MinConns) // pool_min_conns above it would be refused
 	}
 	withConnectTimeout(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -40,6 +61,19 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
 	return &Store{Pool: pool}, nil
+}
+
+// setsPoolMaxConns reports whether databaseURL (a URL or a keyword/value
+// string) names pool_max_conns: pgxpool.ParseConfig consumes the
+// parameter, so it is looked for where pgconn leaves it, among the
+// runtime parameters of the connection's own parse.
+func setsPoolMaxConns(databaseURL string) bool {
+	c, err := pgconn.ParseConfig(databaseURL)
+	if err != nil {
+		return false // pgxpool.ParseConfig accepted it; keep the default
+	}
+	_, ok := c.RuntimeParams["pool_max_conns"]
+	return ok
 }
 
 // Close releases the pool.

@@ -52,7 +52,13 @@ type Options struct {
 	Bursts      int
 	Enqueues    int // starts per enqueue-throughput measurement
 	Clients     int // concurrent clients starting them
-	Capacity    int // concurrent chain10 runs of the worker-capacity measurement
+	// EnqueueRounds is how many measured rounds of both enqueue sides run
+	// (each after one unrecorded pass), the sides' order alternating.
+	EnqueueRounds int
+	// PoolMaxConns sizes the PostgreSQL pool of the API, starter and
+	// worker (one pool here); 0 is weft's default (WEFT_DB_POOL_MAX_CONNS).
+	PoolMaxConns int
+	Capacity     int // concurrent chain10 runs of the worker-capacity measurement
 	// Blocks and BlockRuns shape the dev-server comparison: blocks of
 	// back-to-back runs per server.
 	Blocks, BlockRuns int
@@ -60,8 +66,11 @@ type Options struct {
 	AdminURL          string
 	// CPUProfile, when set, receives a CPU profile of this process (the
 	// API, the starter and the worker, weft's and the hand-written
-	// workflow's alike) over the latency rounds.
+	// workflow's alike) over ProfileSection.
 	CPUProfile string
+	// ProfileSection is the measurement CPUProfile covers: "latency" (the
+	// default), "throughput", "enqueue" or "capacity".
+	ProfileSection string
 	// MemProfile, when set, receives a heap profile of this process at
 	// the end, after a GC: its alloc_space and alloc_objects samples count
 	// what was allocated since the process started (every section, both
@@ -116,8 +125,14 @@ type env struct {
 // goes to progress.
 func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, error) {
 	if o.Rounds < 1 || o.Concurrency < 1 || o.Bursts < 1 || o.Warmup < 0 || o.Enqueues < 1 || o.Clients < 1 || o.Capacity < 1 ||
-		o.Blocks < 1 || o.BlockRuns < 1 {
-		return nil, errors.New("rounds, concurrency, bursts, enqueues, clients, capacity, blocks and block runs must be positive, warmup non-negative")
+		o.Blocks < 1 || o.BlockRuns < 1 || o.EnqueueRounds < 1 || o.PoolMaxConns < 0 {
+		return nil, errors.New("rounds, concurrency, bursts, enqueues, clients, enqueue rounds, capacity, blocks and block runs must be positive, warmup and pool size non-negative")
+	}
+	if o.ProfileSection == "" {
+		o.ProfileSection = sectionLatency
+	}
+	if !slices.Contains([]string{sectionLatency, sectionThroughput, sectionEnqueue, sectionCapacity}, o.ProfileSection) {
+		return nil, fmt.Errorf("profile section %q is none of latency, throughput, enqueue, capacity", o.ProfileSection)
 	}
 	if _, err := os.Stat(o.TemporalCLI); err != nil {
 		return nil, fmt.Errorf("%s is required (make bin/temporal): %w", o.TemporalCLI, err)
@@ -131,7 +146,17 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		return nil, err
 	}
 	defer dropDB()
-	st, err := store.Open(ctx, dbURL)
+	// One pool for every process this one stands in for, sized as weft's
+	// defaults size each (WEFT_DB_POOL_MAX_CONNS).
+	defaults, err := config.FromEnv(func(string) string { return "" })
+	if err != nil {
+		return nil, err
+	}
+	if o.PoolMaxConns == 0 {
+		o.PoolMaxConns = defaults.DBPoolMaxConns
+	}
+	rep.Options.PoolMaxConns = o.PoolMaxConns
+	st, err := store.OpenWith(ctx, dbURL, store.Options{MaxConns: o.PoolMaxConns})
 	if err != nil {
 		return nil, err
 	}
@@ -204,15 +229,10 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 			}
 		}
 	}
-	if o.CPUProfile != "" {
-		f, err := os.Create(o.CPUProfile)
-		if err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, err
-		}
-		defer f.Close()
+	startProfile, stopProfile := profiler(o)
+	defer stopProfile(sectionNone)
+	if err := startProfile(sectionLatency); err != nil {
+		return nil, err
 	}
 	logf("latency: %d rounds of %d configurations", o.Rounds, len(configs))
 	samples := make([][]time.Duration, len(configs))
@@ -226,9 +246,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 			samples[i] = append(samples[i], d)
 		}
 	}
-	if o.CPUProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile(sectionLatency)
 	for i, c := range configs {
 		rep.Latency = append(rep.Latency, summarize(c.name, samples[i]))
 	}
@@ -300,6 +318,9 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		}},
 	}
 	results := make([][]burstResult, len(sides))
+	if err := startProfile(sectionThroughput); err != nil {
+		return nil, err
+	}
 	for b := 0; b < o.Bursts; b++ {
 		for k := range sides {
 			i := (b + k) % len(sides)
@@ -310,30 +331,46 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 			results[i] = append(results[i], res)
 		}
 	}
+	stopProfile(sectionThroughput)
 	for i, s := range sides {
 		rep.Throughput = append(rep.Throughput, summarizeBursts(s.name, results[i]))
 	}
 
-	logf("enqueue: %d starts from %d clients per side, onto a queue no worker polls", o.Enqueues, o.Clients)
-	for b := 0; b < 2; b++ {
-		for k, side := range []struct {
-			name string
-			run  func(ctx context.Context, idem string) (time.Duration, error)
-		}{
-			{"weft: POST /v1/workflows/chain10/runs", func(ctx context.Context, idem string) (time.Duration, error) { return tuned.enqueueIdle(ctx, idem) }},
-			{"raw SDK: client.ExecuteWorkflow", func(ctx context.Context, idem string) (time.Duration, error) { return tuned.startIdle(ctx, idem) }},
-		} {
-			res, err := burst(ctx, o.Enqueues, o.Clients, fmt.Sprintf("enqueue-%d-%d", b, k), side.run)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", side.name, err)
+	logf("enqueue: %d rounds (after one unrecorded) of %d starts from %d clients per side, onto a queue no worker polls", o.EnqueueRounds, o.Enqueues, o.Clients)
+	enqSides := []struct {
+		name string
+		run  func(ctx context.Context, idem string) (time.Duration, error)
+	}{
+		{"weft: POST /v1/workflows/chain10/runs", func(ctx context.Context, idem string) (time.Duration, error) { return tuned.enqueueIdle(ctx, idem) }},
+		{"raw SDK: client.ExecuteWorkflow", func(ctx context.Context, idem string) (time.Duration, error) { return tuned.startIdle(ctx, idem) }},
+	}
+	enqResults := make([][]burstResult, len(enqSides))
+	for b := 0; b <= o.EnqueueRounds; b++ {
+		if b == 1 { // round 0 warms both sides up
+			if err := startProfile(sectionEnqueue); err != nil {
+				return nil, err
 			}
-			if b == 1 { // the first pass warms both sides up
-				rep.Enqueue = append(rep.Enqueue, summarizeBursts(side.name, []burstResult{res}))
+		}
+		for k := range enqSides {
+			i := (b + k) % len(enqSides)
+			res, err := burst(ctx, o.Enqueues, o.Clients, fmt.Sprintf("enqueue-%d-%d", b, i), enqSides[i].run)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", enqSides[i].name, err)
+			}
+			if b > 0 {
+				enqResults[i] = append(enqResults[i], res)
 			}
 		}
 	}
+	stopProfile(sectionEnqueue)
+	for i, s := range enqSides {
+		rep.Enqueue = append(rep.Enqueue, summarizeBursts(s.name, enqResults[i]))
+	}
 
 	logf("capacity: %d chain10 runs at once per side", o.Capacity)
+	if err := startProfile(sectionCapacity); err != nil {
+		return nil, err
+	}
 	for _, side := range sides {
 		res, err := burst(ctx, o.Capacity, o.Capacity, "capacity-"+uuid.NewString()[:8], side.run)
 		if err != nil {
@@ -342,6 +379,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		rep.Capacity = append(rep.Capacity, CapacitySummary{Name: side.name,
 			AttemptsPerSecond: float64(o.Capacity*chain.activities) / res.wall.Seconds(), Wall: res.wall})
 	}
+	stopProfile(sectionCapacity)
 	rep.RSS, rep.PeakRSS = memoryOfThisProcess()
 	if rep.Storage, err = storagePerRun(ctx, st); err != nil {
 		return nil, err
@@ -357,6 +395,46 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 	rep.Elapsed = time.Since(rep.Started)
 	rep.write(out)
 	return rep, nil
+}
+
+// The measurements -cpuprofile-section names.
+const (
+	sectionNone       = ""
+	sectionLatency    = "latency"
+	sectionThroughput = "throughput"
+	sectionEnqueue    = "enqueue"
+	sectionCapacity   = "capacity"
+)
+
+// profiler returns functions starting and stopping the CPU profile at the
+// edges of o.ProfileSection: each does nothing for another section (stop
+// with sectionNone stops whatever runs, for an early return).
+func profiler(o Options) (start func(section string) error, stop func(section string)) {
+	var f *os.File
+	start = func(section string) error {
+		if o.CPUProfile == "" || section != o.ProfileSection {
+			return nil
+		}
+		var err error
+		if f, err = os.Create(o.CPUProfile); err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			f = nil
+			return err
+		}
+		return nil
+	}
+	stop = func(section string) {
+		if f == nil || (section != sectionNone && section != o.ProfileSection) {
+			return
+		}
+		pprof.StopCPUProfile()
+		f.Close()
+		f = nil
+	}
+	return start, stop
 }
 
 // latencyConfig is one latency configuration.

@@ -22,18 +22,26 @@ import (
 func TestHarnessRuns(t *testing.T) {
 	var out bytes.Buffer
 	memProfile := filepath.Join(t.TempDir(), "mem.out")
+	cpuProfile := filepath.Join(t.TempDir(), "cpu.out")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Options{Rounds: 1, Warmup: 0, Concurrency: 3, Bursts: 1, Enqueues: 4, Clients: 2, Capacity: 3, Blocks: 1, BlockRuns: 1,
-		MemProfile: memProfile, Spans: 1, TemporalCLI: testinfra.TemporalBinary(), AdminURL: testinfra.AdminURL()}, &out, io.Discard)
+	rep, err := Run(ctx, Options{Rounds: 1, Warmup: 0, Concurrency: 3, Bursts: 1, Enqueues: 4, Clients: 2, EnqueueRounds: 2, Capacity: 3, Blocks: 1, BlockRuns: 1,
+		MemProfile: memProfile, CPUProfile: cpuProfile, ProfileSection: sectionCapacity, Spans: 1,
+		TemporalCLI: testinfra.TemporalBinary(), AdminURL: testinfra.AdminURL()}, &out, io.Discard)
 	require.NoError(t, err)
 	prof, err := os.ReadFile(memProfile)
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(prof, []byte{0x1f, 0x8b}), "the heap profile is not gzipped protobuf: % x", prof[:min(len(prof), 8)])
+	cpu, err := os.ReadFile(cpuProfile)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(cpu, []byte{0x1f, 0x8b}), "the CPU profile is not gzipped protobuf: % x", cpu[:min(len(cpu), 8)])
 	require.Len(t, rep.Latency, 2*len(workloads())+4, "report = %+v", rep)
 	require.Len(t, rep.Servers, 4, "report = %+v", rep)
 	require.Len(t, rep.Throughput, 2, "report = %+v", rep)
 	require.Len(t, rep.Enqueue, 2, "report = %+v", rep)
+	for _, e := range rep.Enqueue {
+		assert.Len(t, e.RunsPerSecond, 2, "%s: one rate per enqueue round", e.Name)
+	}
 	require.Len(t, rep.Capacity, 2, "report = %+v", rep)
 	require.Len(t, rep.History, len(workloads()), "report = %+v", rep)
 	for _, h := range rep.History {

@@ -28,7 +28,8 @@
 // Samples are interleaved (round-robin, rotating the order) so load spikes
 // hit all configurations alike.
 //
-//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-spans 12] [-cpuprofile cpu.out] [-memprofile mem.out]
+//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-spans 12] [-enqueue-rounds 5] [-db-pool-max-conns 0]
+//		[-cpuprofile cpu.out [-cpuprofile-section latency|throughput|enqueue|capacity]] [-memprofile mem.out]
 package main
 
 import (
@@ -50,10 +51,13 @@ func main() {
 	flag.IntVar(&opts.Bursts, "bursts", 3, "throughput bursts per configuration")
 	flag.IntVar(&opts.Enqueues, "enqueues", 200, "starts per enqueue-throughput measurement")
 	flag.IntVar(&opts.Clients, "clients", 20, "concurrent clients of the enqueue measurement")
+	flag.IntVar(&opts.EnqueueRounds, "enqueue-rounds", 5, "measured rounds of the enqueue measurement (both sides each, after one unrecorded round)")
+	flag.IntVar(&opts.PoolMaxConns, "db-pool-max-conns", 0, "PostgreSQL pool size of this process (0: weft's default, WEFT_DB_POOL_MAX_CONNS's)")
 	flag.IntVar(&opts.Capacity, "capacity", 50, "chain10 runs at once in the worker-capacity measurement")
 	flag.IntVar(&opts.Blocks, "blocks", 3, "blocks of back-to-back runs per dev server in the dev-server comparison")
 	flag.IntVar(&opts.BlockRuns, "block-runs", 5, "back-to-back runs per block")
-	flag.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the latency rounds")
+	flag.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the -cpuprofile-section measurement")
+	flag.StringVar(&opts.ProfileSection, "cpuprofile-section", sectionLatency, "the measurement -cpuprofile covers: latency, throughput, enqueue or capacity")
 	flag.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile of this process at the end, after a GC (alloc_space: every byte allocated since the start)")
 	flag.IntVar(&opts.Spans, "spans", 0, "after the latency rounds, this many runs of each workload per side split by their histories' events")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")

@@ -163,8 +163,21 @@ func (r *Report) AllocRatio() float64 {
 	return r.Throughput[0].AllocPerRun / r.Throughput[1].AllocPerRun
 }
 
-// EnqueueRatio is weft's enqueue rate over the raw SDK's.
+// EnqueueRatio is weft's median enqueue rate over the raw SDK's.
 func (r *Report) EnqueueRatio() float64 { return r.Enqueue[0].Median / r.Enqueue[1].Median }
+
+// EnqueuePairedRatio is the median over rounds of weft's rate over the raw
+// SDK's in the same round (the two ran back to back).
+func (r *Report) EnqueuePairedRatio() float64 {
+	var rs []float64
+	for i := range min(len(r.Enqueue[0].RunsPerSecond), len(r.Enqueue[1].RunsPerSecond)) {
+		rs = append(rs, r.Enqueue[0].RunsPerSecond[i]/r.Enqueue[1].RunsPerSecond[i])
+	}
+	if len(rs) == 0 {
+		return 0
+	}
+	return medianF(rs)
+}
 
 // server returns the sustained summary of the named dev server.
 func (r *Report) server(name string) LatencySummary {
@@ -197,8 +210,8 @@ func (r *Report) write(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "\n## weftbench %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "%s, %d CPUs; load average %s before, %s after; %s in all.\n", r.GoVersion, r.CPUs, r.LoadBefore, r.LoadAfter, r.Elapsed.Round(time.Second))
-	fmt.Fprintf(w, "Options: -rounds %d -warmup %d -concurrency %d -bursts %d -enqueues %d -clients %d -capacity %d -blocks %d -block-runs %d.\n\n",
-		o.Rounds, o.Warmup, o.Concurrency, o.Bursts, o.Enqueues, o.Clients, o.Capacity, o.Blocks, o.BlockRuns)
+	fmt.Fprintf(w, "Options: -rounds %d -warmup %d -concurrency %d -bursts %d -enqueues %d -clients %d -enqueue-rounds %d -capacity %d -blocks %d -block-runs %d; PostgreSQL pool %d connections.\n\n",
+		o.Rounds, o.Warmup, o.Concurrency, o.Bursts, o.Enqueues, o.Clients, o.EnqueueRounds, o.Capacity, o.Blocks, o.BlockRuns, o.PoolMaxConns)
 
 	fmt.Fprintf(w, "### Latency: enqueue request → run succeeded (ms, %d sequential runs each, interleaved)\n\n", o.Rounds)
 	fmt.Fprintf(w, "Dev servers: %q (weft's tuning, in memory) unless named; %q adds a SQLite file in WAL mode; %q is `temporal server start-dev` as shipped; %q adds `system.enableActivityEagerExecution`. weft's API is on a client of its own (the `weft api` shape) unless it says `weft dev shape` (the worker's client, eager starts).\n\n",
@@ -229,7 +242,7 @@ func (r *Report) write(w io.Writer) {
 
 	fmt.Fprintf(w, "\n### Throughput: %d chain10 runs at once (%d bursts each, interleaved)\n\n", o.Concurrency, o.Bursts)
 	writeThroughput(w, r.Throughput)
-	fmt.Fprintf(w, "\n### Enqueue: %d starts from %d concurrent clients onto a task queue no worker polls (the second of two passes)\n\n", o.Enqueues, o.Clients)
+	fmt.Fprintf(w, "\n### Enqueue: %d starts from %d concurrent clients onto a task queue no worker polls (%d rounds after an unrecorded one, the sides' order alternating)\n\n", o.Enqueues, o.Clients, o.EnqueueRounds)
 	writeThroughput(w, r.Enqueue)
 	fmt.Fprintf(w, "\n### Worker capacity: %d chain10 runs at once on one worker\n\n", o.Capacity)
 	fmt.Fprintln(w, "| side | node attempts/s | wall |")
@@ -282,8 +295,8 @@ func (r *Report) write(w io.Writer) {
 	fmt.Fprintf(w, "- throughput weft / hand-written: **%.2fx** (%.1f vs %.1f runs/s); target ≥ 0.90x: %s\n",
 		r.ThroughputRatio(), r.Throughput[0].Median, r.Throughput[1].Median, verdict(r.ThroughputRatio() >= 0.9))
 	fmt.Fprintf(w, "- bytes allocated per run weft / hand-written: **%.2fx**; target ≤ 1.50x: %s\n", r.AllocRatio(), verdict(r.AllocRatio() <= 1.5))
-	fmt.Fprintf(w, "- enqueue weft / raw SDK starts: **%.2fx** (%.0f vs %.0f starts/s); target ≥ 0.80x: %s\n",
-		r.EnqueueRatio(), r.Enqueue[0].Median, r.Enqueue[1].Median, verdict(r.EnqueueRatio() >= 0.8))
+	fmt.Fprintf(w, "- enqueue weft / raw SDK starts: **%.2fx** (medians %.0f vs %.0f starts/s; per-round median %.2fx); target ≥ 0.80x: %s\n",
+		r.EnqueueRatio(), r.Enqueue[0].Median, r.Enqueue[1].Median, r.EnqueuePairedRatio(), verdict(r.EnqueueRatio() >= 0.8))
 	if len(r.Capacity) == 2 {
 		fmt.Fprintf(w, "- worker capacity weft / hand-written: **%.2fx** (%.0f vs %.0f node attempts/s)\n",
 			r.Capacity[0].AttemptsPerSecond/r.Capacity[1].AttemptsPerSecond, r.Capacity[0].AttemptsPerSecond, r.Capacity[1].AttemptsPerSecond)

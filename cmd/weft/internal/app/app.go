@@ -72,7 +72,7 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.OpenWith(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBPoolMaxConns})
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func RunWorker(ctx context.Context, cfg config.Config, migrate bool, logger *slo
 			return err
 		}
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.OpenWith(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBPoolMaxConns})
 	if err != nil {
 		return err
 	}

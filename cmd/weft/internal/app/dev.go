@@ -99,7 +99,7 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	if err := store.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.OpenWith(ctx, cfg.DatabaseURL, store.Options{MaxConns: cfg.DBPoolMaxConns})
 	if err != nil {
 		return err
 	}
