@@ -192,6 +192,9 @@ type Carry struct {
 	Ports        map[string]PortSlot `json:"ports"` // key "node.port"
 	EventOrdinal int                 `json:"eventOrdinal"`
 	VirtualMs    int64               `json:"virtualMs"`
+	// Generation counts the executions before the next one (interpreter
+	// version 4: run.continued's event key names its execution).
+	Generation int `json:"generation,omitempty"`
 }
 
 // PortSlot is the resolution of one output port: fired with a value, or dead.
@@ -393,6 +396,12 @@ type AppendEventsInput struct {
 	RunID    string       `json:"runId"`
 	Events   []EventDraft `json:"events"`
 	Run      *RunUpdate   `json:"run,omitempty"`
+	// Through is the interpreter's ordinal of the last event, as in
+	// EventBatch (from interpreter version 4, whose keys hold no ordinal):
+	// events are Through-len(Events)+1 .. Through in the run's order, so a
+	// reader of the history (the workflow tests) can tell one event sent
+	// twice from two events under one key. The store does not read it.
+	Through int `json:"through,omitempty"`
 }
 
 // LoadPlanInput is the input of the LoadPlan local activity.

@@ -59,7 +59,15 @@ func awaitingApproval(n *node) bool {
 // node.approval.requested. Live runs wait (schedule arms the timeout);
 // simulations ask the node's fixture in a local attempt.
 func (i *interpreter) requestApproval(n *node) {
-	n.state.Attempt = 1
+	if i.version >= 4 {
+		// A simulated approval whose attempt failed is retried through
+		// here: the next attempt number, so its events are that attempt's
+		// and its retries end at the node's maximum (before version 4
+		// every retry was attempt 1 again).
+		n.state.Attempt++
+	} else {
+		n.state.Attempt = 1
+	}
 	i.record(execution.EventNodeStarted, n, execution.EventData{Kind: n.plan.Kind})
 	i.askApproval(n, int64(n.plan.TimeoutMs), nil)
 	if i.simulation {

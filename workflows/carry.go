@@ -41,6 +41,9 @@ func (i *interpreter) continueAsNew() error {
 		EventOrdinal: i.events.ordinal,
 		VirtualMs:    i.virtualMs,
 	}
+	if i.version >= 4 {
+		next.Carry.Generation = i.events.generation + 1
+	}
 	i.awaitHandlers() // approvals.go
 	return workflow.NewContinueAsNewError(i.root, execution.WorkflowName, next)
 }
@@ -89,5 +92,6 @@ func (i *interpreter) restore(c *execution.Carry) {
 		i.ports = c.Ports
 	}
 	i.events.ordinal = c.EventOrdinal
+	i.events.generation = c.Generation
 	i.virtualMs = c.VirtualMs
 }

@@ -30,8 +30,12 @@ import (
 type eventLog struct {
 	runID string
 	// ordinal is the last ordinal used; it continues across continue-as-new
-	// (Carry.EventOrdinal) so keys stay unique within one logical run.
+	// (Carry.EventOrdinal). Before version 4 it is part of every key; from
+	// version 4 it only orders the buffer (confirm, durable).
 	ordinal int
+	// generation counts the executions of the run before this one
+	// (Carry.Generation, version 4): run.continued's discriminator.
+	generation int
 	// recorded counts events recorded by this execution (continue-as-new knob).
 	recorded int
 	// pending are the events not known to be in the log, ordinals
@@ -90,12 +94,60 @@ func (l *eventLog) confirm(through int) {
 	l.durable = max(l.durable, through)
 }
 
-// eventKey is deterministic, so a re-executed AppendEvents never appends twice.
-func (l *eventLog) eventKey(nodeID string, attempt int, typ string) string {
+// ordinalKey is the key of versions 1-3: deterministic on replay, but
+// the ordinal depends on the order a workflow task records events, so a
+// task executed again with more history (its first execution's flush
+// committed, then the worker died) can record an event at another ordinal.
+func (l *eventLog) ordinalKey(nodeID string, attempt int, typ string) string {
 	if nodeID == "" {
 		nodeID = "-"
 	}
 	return fmt.Sprintf("%s/%s/%d/%s/%d", l.runID, nodeID, attempt, typ, l.ordinal)
+}
+
+// identityKey is the key from interpreter version 4: it names the event
+// itself, run/node/attempt/type, with a discriminator (eventDiscriminator)
+// where one node attempt legitimately records a type more than once. A
+// task executed again records the same event under the same key however
+// much more history it sees, so the store's idempotency by key holds the
+// event once. It never equals an ordinalKey: those end in digits, these
+// in a type or a discriminator, which start with a letter or hold a '>'.
+func (l *eventLog) identityKey(nodeID string, attempt int, typ, disc string) string {
+	if nodeID == "" {
+		nodeID = "-"
+	}
+	key := fmt.Sprintf("%s/%s/%d/%s", l.runID, nodeID, attempt, typ)
+	if disc != "" {
+		key += "/" + disc
+	}
+	return key
+}
+
+// eventDiscriminator tells apart the events of one type that one node
+// attempt (or the run) records more than once; "" for the types recorded
+// at most once per node attempt (node.started, node.completed,
+// node.attempt.failed, node.retry.scheduled, node.failed, node.skipped,
+// the cancellation outcomes) or per run (run.started, run.cancel.requested
+// and the terminal events). A legitimately distinct event that shared a
+// key with another would be dropped by the store, so every type recorded
+// repeatedly must be listed here (TestIdentityKeys; the test harness fails
+// a run whose key names two events).
+func eventDiscriminator(typ string, d *execution.EventData, generation int) string {
+	switch typ {
+	case execution.EventEdgeTaken, execution.EventEdgeDead:
+		// One per edge of the node's outputs.
+		return d.From + ">" + d.To
+	case execution.EventNodeAttemptLeaseLost, execution.EventNodeAttemptInfraRetry:
+		// One per re-dispatch; the count runs over the node's whole life.
+		return fmt.Sprintf("r%d", d.Redispatch)
+	case execution.EventNodeApprovalRequested, execution.EventNodeApprovalDecided, execution.EventNodeApprovalTimedOut:
+		// An agent attempt can stop before several calls needing approval.
+		return fmt.Sprintf("q%d", d.Request)
+	case execution.EventRunContinued:
+		// One per execution of the run.
+		return fmt.Sprintf("g%d", generation)
+	}
+	return ""
 }
 
 // record buffers one event. n is nil for run-level events.
@@ -123,8 +175,12 @@ func (i *interpreter) recordAt(typ, nodeID string, attempt int, data execution.E
 	l := &i.events
 	l.ordinal++
 	l.recorded++
+	key := l.ordinalKey(nodeID, attempt, typ)
+	if i.version >= 4 {
+		key = l.identityKey(nodeID, attempt, typ, eventDiscriminator(typ, &data, l.generation))
+	}
 	l.pending = append(l.pending, execution.EventDraft{
-		Key:     l.eventKey(nodeID, attempt, typ),
+		Key:     key,
 		Type:    typ,
 		NodeID:  nodeID,
 		Attempt: attempt,
@@ -142,6 +198,9 @@ func (i *interpreter) flush() error {
 		return nil
 	}
 	in := execution.AppendEventsInput{TenantID: i.p.TenantID, RunID: i.p.RunID, Events: l.pending, Run: l.update}
+	if i.version >= 4 {
+		in.Through = l.ordinal
+	}
 	ctx := workflow.WithLocalActivityOptions(i.work, infraActivityOptions(fmt.Sprintf("append %d events", len(l.pending))))
 	if err := workflow.ExecuteLocalActivity(ctx, execution.ActivityAppendEvents, in).Get(ctx, nil); err != nil {
 		return fmt.Errorf("append events: %w", err)

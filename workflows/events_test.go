@@ -116,7 +116,7 @@ func TestConfirmDropsThroughAnOrdinal(t *testing.T) {
 	l.setUpdate(&execution.RunUpdate{Status: execution.StatusRunning})
 	for _, typ := range []string{"a", "b", "c"} {
 		l.ordinal++
-		l.pending = append(l.pending, execution.EventDraft{Key: l.eventKey("", 0, typ), Type: typ})
+		l.pending = append(l.pending, execution.EventDraft{Key: l.identityKey("", 0, typ, ""), Type: typ})
 	}
 	b := l.batch()
 	require.Equal(t, 3, b.Through)

@@ -128,6 +128,9 @@ type step struct {
 	// the attempt records the decision (fakes.toolDecisions) and plays the
 	// rest of the step.
 	ask int
+	// thenAsk makes the attempt, resumed with the decision on call ask,
+	// stop again before call thenAsk (a second request of one attempt).
+	thenAsk int
 }
 
 // fakes are the activities, registered by name, driven by a step table.
@@ -137,7 +140,8 @@ type fakes struct {
 	release chan struct{}
 
 	mu       sync.Mutex
-	keys     map[string]bool // event keys appended
+	keys     map[string]int // event keys appended, to the ordinal of the event each names
+	ordinals []int          // per appended event (appends' order), its ordinal
 	appends  []execution.AppendEventsInput
 	sources  []string               // per append: "flush" or "carried"
 	batches  []execution.EventBatch // what attempts carried, in order
@@ -241,6 +245,12 @@ func (f *fakes) loadPlan(_ context.Context, in execution.LoadPlanInput) (graph.P
 // holds are skipped (a batch carried by several activities, or flushed
 // again before being confirmed, is appended once); an append that adds
 // no event leaves no trace.
+//
+// Every append says the ordinal of its last event (Through), so the fake
+// knows which event each draft is: a key it holds for another ordinal
+// names two events, one of which the store would silently drop. That is
+// a problem every test's checkLog reports (keyCollisions), so all the
+// package's runs guard the key format.
 func (f *fakes) appendEvents(_ context.Context, in execution.AppendEventsInput) error {
 	f.appendFrom("flush", in)
 	return nil
@@ -252,13 +262,24 @@ func (f *fakes) appendFrom(source string, in execution.AppendEventsInput) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.keys == nil {
-		f.keys = map[string]bool{}
+		f.keys = map[string]int{}
+	}
+	if in.Through < len(in.Events) {
+		f.problems = append(f.problems, fmt.Sprintf("an append of %d events says its last is ordinal %d", len(in.Events), in.Through))
+		return
 	}
 	fresh := in.Events[:0:0]
-	for _, e := range in.Events {
-		if !f.keys[e.Key] {
-			f.keys[e.Key] = true
+	first := in.Through - len(in.Events) + 1
+	for k, e := range in.Events {
+		ordinal := first + k
+		held, ok := f.keys[e.Key]
+		switch {
+		case !ok:
+			f.keys[e.Key] = ordinal
+			f.ordinals = append(f.ordinals, ordinal)
 			fresh = append(fresh, e)
+		case held != ordinal:
+			f.problems = append(f.problems, fmt.Sprintf("key %s names events %d and %d (%s)", e.Key, held, ordinal, describe(e)))
 		}
 	}
 	if len(fresh) == 0 {
@@ -291,7 +312,7 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 		f.batches = append(f.batches, *b)
 		f.mu.Unlock()
 		if len(b.Events) > 0 || b.Run != nil {
-			f.appendFrom("carried", execution.AppendEventsInput{TenantID: in.TenantID, RunID: in.RunID, Events: b.Events, Run: b.Run})
+			f.appendFrom("carried", execution.AppendEventsInput{TenantID: in.TenantID, RunID: in.RunID, Events: b.Events, Run: b.Run, Through: b.Through})
 		}
 		in.Events = nil
 		res, err := f.play(ctx, in)
@@ -326,13 +347,20 @@ func (f *fakes) play(ctx context.Context, in execution.NodeInput) (execution.Nod
 
 	s := f.stepFor(in.NodeID, in.Attempt)
 	if s.ask > 0 {
-		if d := in.Approval; d == nil || d.Call == nil || d.Call.Ordinal != s.ask {
+		ask := func(call int) (execution.NodeResult, error) {
 			return execution.NodeResult{Approval: &execution.ApprovalRequest{TimeoutMs: 5000,
-				Call: execution.ApprovalCall{Ordinal: s.ask, Turn: 1, Tool: "workspace.notes.write@1", Input: json.RawMessage(`{"title":"t"}`), InputBytes: 13}}}, nil
+				Call: execution.ApprovalCall{Ordinal: call, Turn: 1, Tool: "workspace.notes.write@1", Input: json.RawMessage(`{"title":"t"}`), InputBytes: 13}}}, nil
+		}
+		d := in.Approval
+		if d == nil || d.Call == nil || (d.Call.Ordinal != s.ask && (s.thenAsk == 0 || d.Call.Ordinal != s.thenAsk)) {
+			return ask(s.ask)
 		}
 		f.mu.Lock()
 		f.toolDecisions = append(f.toolDecisions, *in.Approval)
 		f.mu.Unlock()
+		if d.Call.Ordinal == s.ask && s.thenAsk > 0 {
+			return ask(s.thenAsk)
+		}
 	}
 	if s.lose != "" && in.Redispatch < max(s.loseTimes, 1) {
 		if s.lose == execution.InfraLeaseLost {
@@ -500,13 +528,15 @@ func findEvent(t testing.TB, events []execution.EventDraft, typ, nodeID string, 
 	return execution.EventDraft{}
 }
 
-// checkLog asserts what must hold for every run's appends: contiguous
-// ordinals from firstOrdinal, well-formed unique keys, non-decreasing At, the
+// checkLog asserts what must hold for every run's appends: no key naming
+// two events, every ordinal from firstOrdinal appended once and in order
+// (nothing dropped), keys that name their event, non-decreasing At, the
 // run update on the first and last flush, one terminal event, last.
 func checkLog(t testing.TB, f *fakes, runID string, firstOrdinal int, wantStatus string) {
 	t.Helper()
 	f.mu.Lock()
 	appends := append([]execution.AppendEventsInput(nil), f.appends...)
+	ordinals := append([]int(nil), f.ordinals...)
 	problems := append([]string(nil), f.problems...)
 	f.mu.Unlock()
 	require.Empty(t, problems)
@@ -519,14 +549,11 @@ func checkLog(t testing.TB, f *fakes, runID string, firstOrdinal int, wantStatus
 	for _, a := range appends {
 		require.Equal(t, runID, a.RunID)
 		for _, e := range a.Events {
+			require.Equal(t, ordinal, ordinals[len(all)], "event %s is not the next one recorded", e.Key)
 			all = append(all, e)
 			require.False(t, seen[e.Key], "duplicate key %s", e.Key)
 			seen[e.Key] = true
-			node := e.NodeID
-			if node == "" {
-				node = "-"
-			}
-			require.Equal(t, fmt.Sprintf("%s/%s/%d/%s/%d", runID, node, e.Attempt, e.Type, ordinal), e.Key)
+			require.Equal(t, expectedKey(t, runID, e), e.Key)
 			require.False(t, e.At.Before(last), "event %s goes back in time", e.Key)
 			require.True(t, json.Valid(e.Data), "event %s data", e.Key)
 			last = e.At
@@ -567,6 +594,30 @@ func checkLog(t testing.TB, f *fakes, runID string, firstOrdinal int, wantStatus
 		require.NotNil(t, lastAppend.Run)
 		require.Equal(t, status, lastAppend.Run.Status)
 	}
+}
+
+// expectedKey is an event's version 4 key, written out independently of
+// eventDiscriminator from what the event's data says.
+func expectedKey(t testing.TB, runID string, e execution.EventDraft) string {
+	t.Helper()
+	node := e.NodeID
+	if node == "" {
+		node = "-"
+	}
+	key := fmt.Sprintf("%s/%s/%d/%s", runID, node, e.Attempt, e.Type)
+	d := eventData(t, e)
+	switch e.Type {
+	case execution.EventEdgeTaken, execution.EventEdgeDead:
+		key += "/" + d.From + ">" + d.To
+	case execution.EventNodeAttemptLeaseLost, execution.EventNodeAttemptInfraRetry:
+		key += fmt.Sprintf("/r%d", d.Redispatch)
+	case execution.EventNodeApprovalRequested, execution.EventNodeApprovalDecided, execution.EventNodeApprovalTimedOut:
+		key += fmt.Sprintf("/q%d", d.Request)
+	case execution.EventRunContinued:
+		require.True(t, strings.HasPrefix(e.Key, key+"/g"), "run.continued key %s", e.Key)
+		return e.Key // its execution's generation is checked by the continue-as-new tests
+	}
+	return key
 }
 
 // wfTest runs the interpreter in the SDK's test environment with fakes.

@@ -40,7 +40,15 @@ import (
 //	   before a tool call needing approval (NodeResult.Approval) wait the
 //	   same way and resume with the decision (NodeInput.Approval), a
 //	   recorded decision is flushed at once, and the execution lets update
-//	   handlers finish before it ends or continues as new.
+//	   handlers finish before it ends or continues as new;
+//	4: event keys name the event (events.go, identityKey):
+//	   run/node/attempt/type plus, where one node attempt records a type
+//	   more than once, the edge, the re-dispatch, the approval request or
+//	   the execution (Carry.Generation), instead of the order of
+//	   recording, so a workflow task executed again after its flush
+//	   committed logs nothing twice; a flush's input says its last ordinal
+//	   (AppendEventsInput.Through); a retried simulated approval counts
+//	   its attempts.
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -52,7 +60,7 @@ import (
 const changeInterpreterV1 = "weft-interpreter-v1"
 
 // interpreterVersion is the version new executions record.
-const interpreterVersion = 3
+const interpreterVersion = 4
 
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the

@@ -417,8 +417,10 @@ out output in=g.pass
 		runs = append(runs, ks)
 	}
 	require.Equal(t, runs[0], runs[1])
-	require.Equal(t, "run-1/-/0/run.started/1", runs[0][0])
-	require.Contains(t, runs[0], "run-1/a/1/node.retry.scheduled/7")
+	require.Equal(t, "run-1/-/0/run.started", runs[0][0])
+	require.Contains(t, runs[0], "run-1/a/1/node.retry.scheduled")
+	require.Contains(t, runs[0], "run-1/a/2/node.started")
+	require.Contains(t, runs[0], "run-1/a/2/edge.taken/a.out>g.in")
 }
 
 func TestContinueAsNew(t *testing.T) {
