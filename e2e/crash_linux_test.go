@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -600,4 +601,128 @@ func (e *env) requireNotesOnceFor(id, node string) {
 		}
 	}
 	require.Equal(e.t, 1, n, "notes of run %s node %s", id, node)
+}
+
+// reexecGraph: two naps side by side, joined by a merge. "a" (long)
+// precedes "b" (short) in compiled order, so a workflow task that learns
+// of a's lost lease together with b's completion records a's evidence
+// first, before b's completion.
+const reexecGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "a", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
+     "mapping": {"ms": {"pointer": "/in/long"}}},
+    {"id": "b", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
+     "mapping": {"ms": {"pointer": "/in/short"}}},
+    {"id": "m", "kind": "merge", "inputs": {"a": "any", "b": "any"}, "outputs": {"out": "any"}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "a.in"}, {"from": "in.out", "to": "b.in"},
+    {"from": "a.out", "to": "m.a"}, {"from": "b.out", "to": "m.b"}, {"from": "m.out", "to": "out.in"}]
+}`
+
+// A flush from a workflow task that never completes, its task executed
+// again with more history (docs/reliability.md). b's completion starts
+// nothing (the merge waits for a), so its workflow task flushes in a local
+// activity; the test holds run_events locked (EXCLUSIVE) so that flush
+// waits in PostgreSQL, then SIGKILLs the worker. a's attempt died with it:
+// Temporal times its lease out. Only then is the lock released, and the
+// dead worker's flush commits (its statement was already in the server).
+// The next worker executes b's workflow task again, now seeing a's lost
+// lease as well, which comes first in compiled order: it records b's
+// completion after a's evidence, at other ordinals. From interpreter
+// version 4 the keys name the events, so the log holds each exactly once;
+// with ordinal keys b's completion and its edge were in it twice.
+func TestDrillFlushOfATaskExecutedAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.spawnWorker() // publishes the drill actions
+	first.kill(syscall.SIGTERM, 30*time.Second)
+	e.publish("reexec", reexecGraph)
+	w := e.spawnWorker()
+	ctx := context.Background()
+	id := e.run("reexec", map[string]any{"long": 8000, "short": 4000})
+	e.waitForEvent(id, execution.EventNodeStarted+" b", 60*time.Second) // the fan-out's flush committed
+
+	tx, err := e.st.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `LOCK TABLE run_events IN EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	require.NotContains(t, e.eventTypes(id), execution.EventNodeCompleted+" b", "b's flush committed before the lock")
+	// b answers after its nap; its workflow task's flush waits for the lock.
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := e.st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l
+			WHERE l.relation = 'run_events'::regclass AND NOT l.granted
+			  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting)
+		return err == nil && waiting > 0
+	}, 2*time.Minute, 50*time.Millisecond, "no append waited for the lock: %v", e.eventTypes(id))
+	w.kill(syscall.SIGKILL, 30*time.Second)
+	e.waitActivityTimedOut(id) // a's lost lease is in the history the task will see again
+
+	require.NoError(t, tx.Rollback(ctx))
+	require.Eventually(t, func() bool { // the dead worker's flush went through
+		return slices.Contains(e.eventTypes(id), execution.EventNodeCompleted+" b")
+	}, 2*time.Minute, 50*time.Millisecond, "the dead worker's flush never committed: %v", e.eventTypes(id))
+
+	next := e.spawnWorker()
+	v := e.wait(id, 3*time.Minute)
+	require.Equal(t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
+	e.checkChain(id)
+	seen := e.requireEachEventOnce(id)
+	require.Equal(t, 1, seen[fmt.Sprintf("%s #0", execution.EventRunStarted)], "run.started: %v", seen)
+	require.Equal(t, 1, seen[fmt.Sprintf("%s a#1 r1", execution.EventNodeAttemptLeaseLost)], "a's lost lease: %v", seen)
+	for _, node := range []string{"in", "a", "b", "m", "out"} {
+		require.Equal(t, 1, seen[fmt.Sprintf("%s %s#1", execution.EventNodeCompleted, node)], "%s completed once: %v", node, seen)
+	}
+	require.Equal(t, 1, seen[fmt.Sprintf("%s b#1 b.out>m.b", execution.EventEdgeTaken)], "b's edge: %v", seen)
+	next.kill(syscall.SIGTERM, 30*time.Second)
+}
+
+// requireEachEventOnce fails if the run's log holds an event twice: two
+// events alike in type, node, attempt and what tells such events apart
+// (edge, re-dispatch, approval request). It returns the events so named.
+func (e *env) requireEachEventOnce(id string) map[string]int {
+	e.t.Helper()
+	seen := map[string]int{}
+	for _, ev := range e.events(id) {
+		var d execution.EventData
+		require.NoError(e.t, json.Unmarshal(ev.Data, &d))
+		name := fmt.Sprintf("%s %s#%d", ev.Type, ev.NodeID, ev.Attempt)
+		switch {
+		case d.From != "":
+			name += " " + d.From + ">" + d.To
+		case d.Redispatch > 0:
+			name += fmt.Sprintf(" r%d", d.Redispatch)
+		case d.Request > 0:
+			name += fmt.Sprintf(" q%d", d.Request)
+		}
+		seen[name]++
+	}
+	for k, n := range seen {
+		require.Equal(e.t, 1, n, "%q appears %d times: %v", k, n, e.eventTypes(id))
+	}
+	return seen
+}
+
+// waitActivityTimedOut waits until the run's workflow history shows an
+// activity timeout (a lost lease, as Temporal records it).
+func (e *env) waitActivityTimedOut(runID string) {
+	e.t.Helper()
+	wid := e.workflowID(runID)
+	require.Eventually(e.t, func() bool {
+		it := e.tc.GetWorkflowHistory(context.Background(), wid, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return false
+			}
+			if ev.GetActivityTaskTimedOutEventAttributes() != nil {
+				return true
+			}
+		}
+		return false
+	}, 2*time.Minute, 100*time.Millisecond, "run %s: no activity timed out", runID)
 }
