@@ -642,7 +642,9 @@ func TestDrillFlushOfATaskExecutedAgain(t *testing.T) {
 	e.publish("reexec", reexecGraph)
 	w := e.spawnWorker()
 	ctx := context.Background()
-	id := e.run("reexec", map[string]any{"long": 8000, "short": 4000})
+	// Naps long enough that, on a loaded machine, the lock is taken before
+	// b answers and the worker is killed before a does.
+	id := e.run("reexec", map[string]any{"long": 24000, "short": 8000})
 	e.waitForEvent(id, execution.EventNodeStarted+" b", 60*time.Second) // the fan-out's flush committed
 
 	tx, err := e.st.Pool.Begin(ctx)
