@@ -144,7 +144,14 @@ func (l *appendLane) turn(ctx context.Context) (func(), error) {
 // when its events are known committed by then, else the latest batch
 // waiting for the run, less what is known committed.
 func (r *runAppends) carry(ctx context.Context, tenantID, runID string, b *execution.EventBatch) error {
-	k := runKey{tenantID, runID}
+	return r.inTurn(ctx, runKey{tenantID, runID}, b, func(l *appendLane) error {
+		return r.sendCarried(ctx, tenantID, runID, l, b)
+	})
+}
+
+// inTurn runs send in the run's turn, b (nil for a flush) offered as the
+// lane's latest batch while it waits.
+func (r *runAppends) inTurn(ctx context.Context, k runKey, b *execution.EventBatch, send func(*appendLane) error) error {
 	l := r.join(k, b)
 	defer r.leave(k, l)
 	done, err := l.turn(ctx)
@@ -152,6 +159,11 @@ func (r *runAppends) carry(ctx context.Context, tenantID, runID string, b *execu
 		return err
 	}
 	defer done()
+	return send(l)
+}
+
+// sendCarried is carry's part in the run's turn.
+func (r *runAppends) sendCarried(ctx context.Context, tenantID, runID string, l *appendLane, b *execution.EventBatch) error {
 	known := r.appended.through(tenantID, runID)
 	if known >= b.Through {
 		return nil // a later batch of the run committed it, update included
@@ -175,13 +187,7 @@ func (r *runAppends) carry(ctx context.Context, tenantID, runID string, b *execu
 // AppendEvents is a flush (the AppendEvents local activity): what it was
 // given, in the run's turn.
 func (r *runAppends) AppendEvents(ctx context.Context, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate) error {
-	k := runKey{tenantID, runID}
-	l := r.join(k, nil)
-	defer r.leave(k, l)
-	done, err := l.turn(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return r.events.AppendEvents(ctx, tenantID, runID, events, upd)
+	return r.inTurn(ctx, runKey{tenantID, runID}, nil, func(*appendLane) error {
+		return r.events.AppendEvents(ctx, tenantID, runID, events, upd)
+	})
 }

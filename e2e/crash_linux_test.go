@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -448,6 +449,16 @@ func (e *env) workflowID(runID string) string {
 // may be unreachable).
 func (e *env) waitActivityFailure(runID, typ string) {
 	e.t.Helper()
+	e.waitHistoryEvent(runID, 60*time.Second, "no activity failed with "+typ, func(ev *historypb.HistoryEvent) bool {
+		f := ev.GetActivityTaskFailedEventAttributes().GetFailure()
+		return f != nil && f.GetApplicationFailureInfo().GetType() == typ
+	})
+}
+
+// waitHistoryEvent waits until the run's workflow history holds an event
+// that match accepts.
+func (e *env) waitHistoryEvent(runID string, timeout time.Duration, what string, match func(*historypb.HistoryEvent) bool) {
+	e.t.Helper()
 	wid := e.workflowID(runID)
 	require.Eventually(e.t, func() bool {
 		it := e.tc.GetWorkflowHistory(context.Background(), wid, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -456,13 +467,12 @@ func (e *env) waitActivityFailure(runID, typ string) {
 			if err != nil {
 				return false
 			}
-			if f := ev.GetActivityTaskFailedEventAttributes().GetFailure(); f != nil &&
-				f.GetApplicationFailureInfo().GetType() == typ {
+			if match(ev) {
 				return true
 			}
 		}
 		return false
-	}, 60*time.Second, 100*time.Millisecond, "run %s: no activity failed with %s", runID, typ)
+	}, timeout, 100*time.Millisecond, "run %s: %s", runID, what)
 }
 
 // betweenGraph: an echo, the node whose worker dies just after answering,
@@ -713,18 +723,7 @@ func (e *env) requireEachEventOnce(id string) map[string]int {
 // activity timeout (a lost lease, as Temporal records it).
 func (e *env) waitActivityTimedOut(runID string) {
 	e.t.Helper()
-	wid := e.workflowID(runID)
-	require.Eventually(e.t, func() bool {
-		it := e.tc.GetWorkflowHistory(context.Background(), wid, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				return false
-			}
-			if ev.GetActivityTaskTimedOutEventAttributes() != nil {
-				return true
-			}
-		}
-		return false
-	}, 2*time.Minute, 100*time.Millisecond, "run %s: no activity timed out", runID)
+	e.waitHistoryEvent(runID, 2*time.Minute, "no activity timed out", func(ev *historypb.HistoryEvent) bool {
+		return ev.GetActivityTaskTimedOutEventAttributes() != nil
+	})
 }
