@@ -119,6 +119,9 @@ type env struct {
 	idleQueue string
 	// stopCache stops the worker's revocation cache (nil when off).
 	stopCache context.CancelFunc
+	// cpu measures the CPU its dev server, the bench database's backends
+	// and this process use.
+	cpu *cpuMeter
 }
 
 // Run runs the benchmark and writes a Markdown report to out; progress
@@ -192,6 +195,10 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		envs[name] = e
 	}
 	tuned := envs[serverTuned]
+	rep.CPUMeasured = tuned.cpu.ok()
+	if !rep.CPUMeasured {
+		logf("CPU per run: not measured (no /proc, or the %s dev server's process was not found)", serverTuned)
+	}
 
 	// Latency: every configuration once per round, the order rotating.
 	wls := workloads()
@@ -324,7 +331,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 	for b := 0; b < o.Bursts; b++ {
 		for k := range sides {
 			i := (b + k) % len(sides)
-			res, err := burst(ctx, o.Concurrency, o.Concurrency, fmt.Sprintf("burst-%d-%d", b, i), sides[i].run)
+			res, err := burst(ctx, tuned.cpu, o.Concurrency, o.Concurrency, fmt.Sprintf("burst-%d-%d", b, i), sides[i].run)
 			if err != nil {
 				return nil, fmt.Errorf("%s burst: %w", sides[i].name, err)
 			}
@@ -353,7 +360,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		}
 		for k := range enqSides {
 			i := (b + k) % len(enqSides)
-			res, err := burst(ctx, o.Enqueues, o.Clients, fmt.Sprintf("enqueue-%d-%d", b, i), enqSides[i].run)
+			res, err := burst(ctx, tuned.cpu, o.Enqueues, o.Clients, fmt.Sprintf("enqueue-%d-%d", b, i), enqSides[i].run)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", enqSides[i].name, err)
 			}
@@ -372,12 +379,12 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		return nil, err
 	}
 	for _, side := range sides {
-		res, err := burst(ctx, o.Capacity, o.Capacity, "capacity-"+uuid.NewString()[:8], side.run)
+		res, err := burst(ctx, tuned.cpu, o.Capacity, o.Capacity, "capacity-"+uuid.NewString()[:8], side.run)
 		if err != nil {
 			return nil, fmt.Errorf("%s capacity: %w", side.name, err)
 		}
 		rep.Capacity = append(rep.Capacity, CapacitySummary{Name: side.name,
-			AttemptsPerSecond: float64(o.Capacity*chain.activities) / res.wall.Seconds(), Wall: res.wall})
+			AttemptsPerSecond: float64(o.Capacity*chain.activities) / res.wall.Seconds(), Wall: res.wall, CPUPerRun: res.cpu.perRun(res.runs)})
 	}
 	stopProfile(sectionCapacity)
 	rep.RSS, rep.PeakRSS = memoryOfThisProcess()
@@ -468,7 +475,7 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 	}
 	slug := strings.NewReplacer(" ", "-", "+", "").Replace(name)
 	e := &env{name: name, srv: srv, tc: srv.Client(), queue: "bench-" + slug, idleQueue: "bench-idle-" + slug,
-		tenant: "bench-" + slug, store: st}
+		tenant: "bench-" + slug, store: st, cpu: &cpuMeter{devServer: devServerPID(srv.FrontendHostPort()), store: st}}
 	fail := func(err error) (*env, error) {
 		e.close()
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -698,33 +705,39 @@ type burstResult struct {
 	runs       int
 	allocBytes uint64 // allocated by this process during the burst
 	mallocs    uint64
+	cpu        CPUUse // the processes' CPU during the burst (zero if not measured)
 }
 
-// burst runs n calls of run, at most clients at once, and waits for all.
-func burst(ctx context.Context, n, clients int, prefix string, run func(context.Context, string) (time.Duration, error)) (burstResult, error) {
+// burst runs n calls of run, at most clients at once, and waits for all;
+// meter measures the processes' CPU meanwhile.
+func burst(ctx context.Context, meter *cpuMeter, n, clients int, prefix string, run func(context.Context, string) (time.Duration, error)) (burstResult, error) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	start := time.Now()
-	var wg sync.WaitGroup
+	var wall time.Duration
 	errs := make([]error, n)
-	slots := make(chan struct{}, clients)
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		slots <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			_, errs[i] = run(ctx, fmt.Sprintf("%s-%d-%s", prefix, i, uuid.NewString()))
-		}()
-	}
-	wg.Wait()
-	wall := time.Since(start)
+	cpu, err := meter.measure(ctx, func() error {
+		start := time.Now()
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, clients)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			slots <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				_, errs[i] = run(ctx, fmt.Sprintf("%s-%d-%s", prefix, i, uuid.NewString()))
+			}()
+		}
+		wg.Wait()
+		wall = time.Since(start)
+		return errors.Join(errs...)
+	})
 	runtime.ReadMemStats(&after)
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return burstResult{}, err
 	}
-	return burstResult{wall: wall, runs: n, allocBytes: after.TotalAlloc - before.TotalAlloc, mallocs: after.Mallocs - before.Mallocs}, nil
+	return burstResult{wall: wall, runs: n, allocBytes: after.TotalAlloc - before.TotalAlloc, mallocs: after.Mallocs - before.Mallocs, cpu: cpu}, nil
 }
 
 // writeHeapProfile writes this process's heap profile to path after a GC,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,18 @@ func TestHarnessRuns(t *testing.T) {
 	for _, l := range rep.Latency {
 		assert.False(t, len(l.Samples) != 1 || l.Median <= 0, "%s: samples %v", l.Name, l.Samples)
 	}
+	if runtime.GOOS == "linux" {
+		// The dev server is this process's child and the bench database's
+		// backends are local: every side's runs cost some CPU in each.
+		require.True(t, rep.CPUMeasured, "the tuned dev server's process was not found")
+		for _, c := range []CPUUse{rep.Throughput[0].CPUPerRun, rep.Throughput[1].CPUPerRun, rep.Capacity[0].CPUPerRun, rep.Capacity[1].CPUPerRun} {
+			assert.False(t, c.DevServer <= 0 || c.Self <= 0 || c.Postgres < 0, "CPU per run %+v", c)
+		}
+		// weft's runs write their events and run row; hand-written ones
+		// write nothing to PostgreSQL.
+		assert.Positive(t, rep.Throughput[0].CPUPerRun.Postgres, "weft's CPU per run %+v", rep.Throughput[0].CPUPerRun)
+		assert.Contains(t, out.String(), "CPU per throughput run weft / hand-written")
+	}
 	for _, want := range []string{"weft / hand-written, chain10", "fanout10", "stock dev server / weft dev's server",
 		"enqueue weft / raw SDK", "node attempts/s", "history events per action node", "load average", "where a run's time goes"} {
 		assert.Contains(t, out.String(), want, "report lacks %q:\n%s", want, out.String())
@@ -70,4 +83,19 @@ func TestWorkloadShapes(t *testing.T) {
 	}
 	g := string(chainGraph(10))
 	require.Contains(t, g, `"from":"e10.out","to":"out.in"`, "chain graph = %s", g)
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// A command with spaces and a parenthesis: fields count after the last ')'.
+	line := []byte("4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 75 3 4 20 0 8 0 1000 0 0\n")
+	d, err := parseStatCPU(line)
+	require.NoError(t, err)
+	assert.Equal(t, 3250*time.Millisecond, d, "utime 250 + stime 75 ticks")
+	assert.Equal(t, 1, parentPID(line))
+	_, err = parseStatCPU([]byte("4242 (x) S 1 2"))
+	assert.Error(t, err)
+	if runtime.GOOS == "linux" {
+		_, err := processCPU("self")
+		require.NoError(t, err)
+	}
 }

@@ -22,6 +22,10 @@
 //     process allocates per run;
 //   - enqueue throughput: starts through the API against raw SDK starts;
 //   - worker capacity: node attempts per second with many runs at once;
+//   - with the throughput, enqueue and capacity figures, the CPU time per
+//     run (user + system, from /proc) of the dev server, the bench
+//     database's PostgreSQL backends and this process: where each side's
+//     runs cost, independent of how loaded the machine is;
 //   - with -spans N, where each workload's runs spend their time: N more
 //     runs per side, their wall time split by their histories' events.
 //

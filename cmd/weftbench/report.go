@@ -35,6 +35,9 @@ type Report struct {
 	Storage StorageSummary
 	// Spans: where runs spend their time, by history span (Options.Spans).
 	Spans []SpanSummary
+	// CPUMeasured says whether the throughput, enqueue and capacity
+	// summaries carry CPU per run (Linux, the dev server's process found).
+	CPUMeasured bool
 	// RSS and PeakRSS of this process at the end (API, starter, workers of
 	// four dev servers, both sides).
 	RSS, PeakRSS int64
@@ -75,17 +78,24 @@ type ThroughputSummary struct {
 	// (API, starter and worker of both sides are in this process).
 	AllocPerRun   float64
 	MallocsPerRun float64
+	// CPUPerRun is the CPU every burst used over every run (zero when
+	// not measured).
+	CPUPerRun CPUUse
 }
 
 func summarizeBursts(name string, bs []burstResult) ThroughputSummary {
 	out := ThroughputSummary{Name: name}
 	var allocs, mallocs []float64
+	var cpu CPUUse
+	runs := 0
 	for _, b := range bs {
+		cpu, runs = cpu.add(b.cpu), runs+b.runs
 		out.RunsPerSecond = append(out.RunsPerSecond, float64(b.runs)/b.wall.Seconds())
 		allocs = append(allocs, float64(b.allocBytes)/float64(b.runs))
 		mallocs = append(mallocs, float64(b.mallocs)/float64(b.runs))
 	}
 	out.Median, out.AllocPerRun, out.MallocsPerRun = medianF(out.RunsPerSecond), medianF(allocs), medianF(mallocs)
+	out.CPUPerRun = cpu.perRun(runs)
 	return out
 }
 
@@ -100,6 +110,7 @@ type CapacitySummary struct {
 	Name              string
 	AttemptsPerSecond float64
 	Wall              time.Duration
+	CPUPerRun         CPUUse // zero when not measured
 }
 
 func medianF(v []float64) float64 {
@@ -242,13 +253,18 @@ func (r *Report) write(w io.Writer) {
 
 	fmt.Fprintf(w, "\n### Throughput: %d chain10 runs at once (%d bursts each, interleaved)\n\n", o.Concurrency, o.Bursts)
 	writeThroughput(w, r.Throughput)
+	r.writeCPU(w, r.Throughput[0].Name, r.Throughput[0].CPUPerRun, r.Throughput[1].Name, r.Throughput[1].CPUPerRun)
 	fmt.Fprintf(w, "\n### Enqueue: %d starts from %d concurrent clients onto a task queue no worker polls (%d rounds after an unrecorded one, the sides' order alternating)\n\n", o.Enqueues, o.Clients, o.EnqueueRounds)
 	writeThroughput(w, r.Enqueue)
+	r.writeCPU(w, r.Enqueue[0].Name, r.Enqueue[0].CPUPerRun, r.Enqueue[1].Name, r.Enqueue[1].CPUPerRun)
 	fmt.Fprintf(w, "\n### Worker capacity: %d chain10 runs at once on one worker\n\n", o.Capacity)
 	fmt.Fprintln(w, "| side | node attempts/s | wall |")
 	fmt.Fprintln(w, "| --- | ---: | ---: |")
 	for _, c := range r.Capacity {
 		fmt.Fprintf(w, "| %s | %.0f | %s |\n", c.Name, c.AttemptsPerSecond, c.Wall.Round(time.Millisecond))
+	}
+	if len(r.Capacity) == 2 {
+		r.writeCPU(w, r.Capacity[0].Name, r.Capacity[0].CPUPerRun, r.Capacity[1].Name, r.Capacity[1].CPUPerRun)
 	}
 	fmt.Fprintf(w, "\nThis process at the end: RSS %.0f MiB, peak %.0f MiB (API, starter and workers of four dev servers, both sides).\n",
 		float64(r.RSS)/(1<<20), float64(r.PeakRSS)/(1<<20))
@@ -294,6 +310,11 @@ func (r *Report) write(w io.Writer) {
 		r.server(serverWeftDev).Median.Seconds()/r.server(serverTuned).Median.Seconds())
 	fmt.Fprintf(w, "- throughput weft / hand-written: **%.2fx** (%.1f vs %.1f runs/s); target ≥ 0.90x: %s\n",
 		r.ThroughputRatio(), r.Throughput[0].Median, r.Throughput[1].Median, verdict(r.ThroughputRatio() >= 0.9))
+	if r.CPUMeasured {
+		c, h := r.Throughput[0].CPUPerRun, r.Throughput[1].CPUPerRun
+		fmt.Fprintf(w, "- CPU per throughput run weft / hand-written: **%.2fx** (%s vs %s ms: dev server %s vs %s, PostgreSQL %s vs %s, this process %s vs %s)\n",
+			c.Total().Seconds()/max(h.Total().Seconds(), 1e-9), ms(c.Total()), ms(h.Total()), ms(c.DevServer), ms(h.DevServer), ms(c.Postgres), ms(h.Postgres), ms(c.Self), ms(h.Self))
+	}
 	fmt.Fprintf(w, "- bytes allocated per run weft / hand-written: **%.2fx**; target ≤ 1.50x: %s\n", r.AllocRatio(), verdict(r.AllocRatio() <= 1.5))
 	fmt.Fprintf(w, "- enqueue weft / raw SDK starts: **%.2fx** (medians %.0f vs %.0f starts/s; per-round median %.2fx); target ≥ 0.80x: %s\n",
 		r.EnqueueRatio(), r.Enqueue[0].Median, r.Enqueue[1].Median, r.EnqueuePairedRatio(), verdict(r.EnqueueRatio() >= 0.8))
@@ -320,4 +341,29 @@ func writeThroughput(w io.Writer, ts []ThroughputSummary) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %.1f | %.0f | %.0f |\n", t.Name, strings.Join(per, ", "), t.Median, t.AllocPerRun/1024, t.MallocsPerRun)
 	}
+}
+
+// writeCPU writes the CPU per run of two sides (weft's first) and their
+// ratio per process, when measured.
+func (r *Report) writeCPU(w io.Writer, nameA string, a CPUUse, nameB string, b CPUUse) {
+	if !r.CPUMeasured {
+		return
+	}
+	fmt.Fprintln(w, "\nCPU per run (ms; user + system from /proc, so load-robust: the tuned dev server's process, the bench database's PostgreSQL backends, this process):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| side | dev server | PostgreSQL | this process | total |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
+	for _, s := range []struct {
+		name string
+		c    CPUUse
+	}{{nameA, a}, {nameB, b}} {
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", s.name, ms(s.c.DevServer), ms(s.c.Postgres), ms(s.c.Self), ms(s.c.Total()))
+	}
+	ratio := func(x, y time.Duration) string {
+		if y == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", x.Seconds()/y.Seconds())
+	}
+	fmt.Fprintf(w, "| ratio | %s | %s | %s | %s |\n", ratio(a.DevServer, b.DevServer), ratio(a.Postgres, b.Postgres), ratio(a.Self, b.Self), ratio(a.Total(), b.Total()))
 }
