@@ -86,7 +86,8 @@ func Register(r worker.ActivityRegistry, d Deps) error {
 	}
 	plans := newPlanActivities(d.Store)
 	// A run's appends, carried and flushed, take turns in this process (runAppends).
-	appends := newRunAppends(d.Store, newAppendedRuns(appendedRunsSize))
+	// Carried appends of different runs share commits (appendGroups).
+	appends := newGroupedRunAppends(d.Store, newAppendedRuns(appendedRunsSize))
 	events := &EventActivities{events: appends}
 	local := &LocalNodeActivities{revisions: revs, values: vals}
 	nodes := &NodeActivities{revisions: revs, values: vals, actions: d.Actions, variables: d.Variables, logger: d.Logger,

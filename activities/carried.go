@@ -86,7 +86,10 @@ func (a *appendedRuns) through(tenantID, runID string) int {
 // from a workflow task that may never complete (docs/reliability.md), so a
 // flush appends exactly what it was given.
 type runAppends struct {
-	events   eventAppender
+	events eventAppender // flushes
+	// carried sends carried batches: events, or one sharing commits with
+	// other runs' (appendGroups).
+	carried  eventAppender
 	appended *appendedRuns
 
 	mu    sync.Mutex
@@ -103,7 +106,23 @@ type appendLane struct {
 }
 
 func newRunAppends(events eventAppender, appended *appendedRuns) *runAppends {
-	return &runAppends{events: events, appended: appended, lanes: map[runKey]*appendLane{}}
+	return &runAppends{events: events, carried: events, appended: appended, lanes: map[runKey]*appendLane{}}
+}
+
+// storeAppender appends one run's events or several runs' together (store.Store).
+type storeAppender interface {
+	eventAppender
+	groupAppender
+}
+
+// newGroupedRunAppends is newRunAppends whose carried batches share
+// commits with other runs' waiting at the same time (appendGroups); a
+// flush, on its workflow task's path and never coalesced, still commits
+// alone.
+func newGroupedRunAppends(st storeAppender, appended *appendedRuns) *runAppends {
+	r := newRunAppends(st, appended)
+	r.carried = newAppendGroups(st, maxAppendGroup)
+	return r
 }
 
 // join returns the run's lane, offering b (nil for a flush) as its latest batch.
@@ -176,7 +195,7 @@ func (r *runAppends) sendCarried(ctx context.Context, tenantID, runID string, l 
 	}
 	pending := unappended(send, known)
 	if len(pending) > 0 || send.Run != nil {
-		if err := r.events.AppendEvents(ctx, tenantID, runID, pending, send.Run); err != nil {
+		if err := r.carried.AppendEvents(ctx, tenantID, runID, pending, send.Run); err != nil {
 			return err
 		}
 	}

@@ -111,18 +111,8 @@ func (s *Store) AppendEvents(ctx context.Context, tenantID, runID string, events
 // lock), so a writer that is not the interpreter (the reconciler) never
 // appends after the run's terminal event.
 func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate, onlyIfActive bool) (bool, error) {
-	prepared, err := prepareEvents(events)
+	call, err := s.prepareAppend(ctx, AppendRequest{TenantID: tenantID, RunID: runID, Events: events, Update: upd}, onlyIfActive)
 	if err != nil {
-		return false, err
-	}
-	if upd != nil && upd.Status != "" && statusRank(upd.Status) < 0 {
-		return false, failure.New(failure.CodeInvalidRequest, "run update status %q is unknown", upd.Status)
-	}
-	call, err := newAppendCall(tenantID, runID, prepared, onlyIfActive)
-	if err != nil {
-		return false, err
-	}
-	if err := call.update(ctx, s.Pool, tenantID, runID, upd, events); err != nil {
 		return false, err
 	}
 	// One statement (weft_append_events, migration 00012), whatever the
