@@ -56,17 +56,26 @@ func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-// oneEnqueueCall reports whether sent is the reads' batch (named) and then
-// store.EnqueueRun's one statement, weft_enqueue_run, and nothing else.
-func oneEnqueueCall(sent []string, batch string) bool {
-	return len(sent) == 2 && sent[0] == batch && strings.HasPrefix(sent[1], "SELECT * FROM weft_enqueue_run(")
+// checkedCall reports whether sent is store.EnqueueRunExpecting's one
+// statement, weft_enqueue_run_checked, preceded by the reads' batch when
+// batch is not "", and nothing else.
+func checkedCall(sent []string, batch string) bool {
+	if batch != "" {
+		if len(sent) == 0 || sent[0] != batch {
+			return false
+		}
+		sent = sent[1:]
+	}
+	return len(sent) == 1 && strings.HasPrefix(sent[0], "SELECT * FROM weft_enqueue_run_checked(")
 }
 
 // TestEnqueueRoundTrips pins the database round trips of an enqueue (issue
-// 14: enqueue throughput). Everything read before the run is written is
-// one batch, and the run is written in one statement; a repeated key costs
-// that batch and nothing else. A regression that adds a round trip to this
-// path fails here.
+// 14: enqueue throughput). A workflow's first enqueue in a process reads
+// everything it decides with in one batch and writes the run in one
+// statement; after that, it decides from the reads cache and the one
+// statement both checks that and writes the run, and a repeated key is
+// that statement too. A regression that adds a round trip to this path
+// fails here.
 func TestEnqueueRoundTrips(t *testing.T) {
 	t.Parallel()
 	rec := &statements{}
@@ -90,32 +99,62 @@ func TestEnqueueRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		return acc
 	}
-	// The first enqueue loads and caches the compiled revision.
-	enqueue("warm")
 	rec.take()
+	// The first enqueue loads and caches the compiled revision and the
+	// reads: the batch, then the checked statement (weft_enqueue_run
+	// alone carries no check).
+	enqueue("warm")
+	sent := rec.take()
+	require.Len(t, sent, 3, "round trips of the first enqueue: %q", sent)
+	require.Equal(t, "batch of III", sent[0], "round trips of the first enqueue: %q", sent)
+	require.True(t, strings.HasPrefix(sent[1], "SELECT"), "round trips of the first enqueue (the compiled revision): %q", sent)
+	require.True(t, checkedCall(sent[2:], ""), "round trips of the first enqueue: %q", sent)
 
 	acc := enqueue("k1")
 	require.True(t, acc.Created, "accepted = %+v", acc)
 	require.Equal(t, execution.StatusQueued, acc.Status, "accepted = %+v", acc)
-	sent := rec.take()
-	require.True(t, oneEnqueueCall(sent, "batch of III"),
-		"round trips of a new live enqueue: the reads, then the run in one statement with no transaction around it: %q", sent)
+	sent = rec.take()
+	require.True(t, checkedCall(sent, ""),
+		"round trips of a new live enqueue: the run in one statement, no reads, no transaction around it: %q", sent)
 	// (Before the batch: 13 round trips in all; before weft_enqueue_run, 9:
 	// BEGIN, claim the binding, the limits check, the shared admission
 	// lock and the check again under it, insert the run, read it back,
-	// COMMIT.)
+	// COMMIT; before the reads cache, 2: the batch and the statement.)
 
 	again := enqueue("k1")
 	require.False(t, again.Created, "accepted = %+v", again)
 	require.Equal(t, acc.RunID, again.RunID, "accepted = %+v", again)
 	sent = rec.take()
-	require.Equal(t, []string{"batch of III"}, sent, "round trips of a repeated key")
+	require.True(t, checkedCall(sent, ""), "round trips of a repeated key: %q", sent)
 
-	// A simulation reads no revocations.
+	// A simulation reads no revocations, and shares the workflow's cached
+	// reads.
 	sim, err := s.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "s1",
 		Mode: execution.ModeSimulation}, trusted(tenant))
 	require.NoError(t, err)
 	require.True(t, sim.Created, "accepted = %+v", sim)
 	sent = rec.take()
-	require.True(t, oneEnqueueCall(sent, "batch of II"), "round trips of a new simulation: %q", sent)
+	require.True(t, checkedCall(sent, ""), "round trips of a new simulation: %q", sent)
+
+	// Another principal's revocations are not cached yet: the batch reads
+	// them (and the workflow's part again), then the statement.
+	bob := trusted(tenant)
+	bob.Actor.Sub = "bob"
+	_, err = s.Enqueue(ctx, Request{WorkflowKey: "items", Input: json.RawMessage(`{"id":"a"}`), IdempotencyKey: "b1"}, bob)
+	require.NoError(t, err)
+	sent = rec.take()
+	require.True(t, checkedCall(sent, "batch of III"), "round trips of another principal's first enqueue: %q", sent)
+
+	// A publish makes the cached revision stale: the statement refuses,
+	// the batch reads the new one, the statement writes the run.
+	publish(t, st, tenant, "items", strings.Replace(itemGraph, `"minLength": 1`, `"minLength": 1, "maxLength": 9`, 1))
+	rec.take()
+	two := enqueue("k2")
+	require.Equal(t, 2, two.Revision, "accepted = %+v", two)
+	sent = rec.take()
+	require.Len(t, sent, 4, "round trips after a publish: %q", sent)
+	require.True(t, checkedCall(sent[:1], ""), "round trips after a publish (the refused statement first): %q", sent)
+	require.Equal(t, "batch of III", sent[1], "round trips after a publish: %q", sent)
+	require.True(t, strings.HasPrefix(sent[2], "SELECT"), "round trips after a publish (the new compiled revision): %q", sent)
+	require.True(t, checkedCall(sent[3:], ""), "round trips after a publish: %q", sent)
 }

@@ -99,6 +99,7 @@ type Starter struct {
 	durable   execution.Durability
 	eager     bool
 	pinned    *lru.Cache[pinnedKey, *pinned] // revisions.go
+	reads     *readsCache                    // reads.go
 }
 
 // New returns a Starter. Store, Temporal, TaskQueue and Resolver are required.
@@ -120,6 +121,7 @@ func New(d Deps) (*Starter, error) {
 		uiURL: strings.TrimRight(d.UIURL, "/"), namespace: d.Namespace,
 		log: d.Logger.With("component", "starter"), resolver: d.Resolver,
 		durable: d.Durability.WithDefaults(), eager: d.EagerStart, pinned: newPinnedCache(),
+		reads: newReadsCache(),
 	}, nil
 }
 
@@ -232,25 +234,62 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 		// e.g. a lone UTF-16 surrogate escape, which RFC 8785 (I-JSON) forbids.
 		return Accepted{}, failure.Wrap(err, failure.CodeInvalidInput, "input cannot be canonicalized (RFC 8785): it is not I-JSON")
 	}
-	// One round trip reads everything the checks below need: the binding,
-	// the revision with its workflow and limits, the actor's revocations
-	// (a live run's permission check). A bound key still uses none but the
-	// binding.
+	// What the checks below need: the binding, the revision with its
+	// workflow and limits, the actor's revocations (a live run's
+	// permission check). A published revision decides from the reads
+	// cache first (reads.go): its statement then checks that nothing it
+	// was decided with changed, so the enqueue is one round trip. Fresh
+	// reads are one round trip more (a bound key still uses none but the
+	// binding) and decide every refusal.
 	lookup := store.EnqueueLookup{TenantID: tc.TenantID, WorkflowKey: req.WorkflowKey,
 		IdempotencyKey: req.IdempotencyKey, Revision: req.Revision}
 	if mode == execution.ModeLive {
 		lookup.RevokedOf = tc.Actor.RequestedBy()
 	}
-	reads, err := s.store.ReadForEnqueue(ctx, lookup)
-	if err != nil {
-		return Accepted{}, fmt.Errorf("starter: look up idempotency binding, revision, limits and revocations: %w", err)
+	var reads store.EnqueueReads
+	cached := false
+	if req.DraftRevision == nil {
+		reads, cached = s.reads.lookup(lookup)
 	}
-	if reads.BoundOK {
-		return s.repeat(ctx, reads.Bound, hash, mode, req, tc)
+	for freshReads := 0; ; {
+		if !cached {
+			freshReads++
+			if reads, err = s.store.ReadForEnqueue(ctx, lookup); err != nil {
+				return Accepted{}, fmt.Errorf("starter: look up idempotency binding, revision, limits and revocations: %w", err)
+			}
+			s.reads.remember(lookup, reads)
+			if reads.BoundOK {
+				return s.repeat(ctx, reads.Bound, hash, mode, req, tc)
+			}
+		}
+		acc, err := s.enqueueWith(ctx, reads, lookup, input, hash, mode, req, tc)
+		switch {
+		case err == nil:
+			return acc, nil
+		case cached:
+			// Decided from the cache: whatever the answer, fresh reads
+			// decide again (a refusal may be the cache's, or the key may
+			// be bound already).
+			cached = false
+		case errors.Is(err, store.ErrEnqueueReadsChanged) && freshReads < maxFreshAttempts:
+			// Changed between the reads and the statement: read again.
+		case errors.Is(err, store.ErrEnqueueReadsChanged):
+			return Accepted{}, failure.Wrap(err, failure.CodeUnavailable,
+				"workflow %q's revision, limits or the caller's revocations changed during each of %d attempts; retry", req.WorkflowKey, maxFreshAttempts)
+		default:
+			return Accepted{}, err
+		}
 	}
+}
 
+// enqueueWith decides the enqueue from reads (fresh, or from the cache
+// with BoundOK false) and writes the run with the expectation that reads
+// still hold (store.ErrEnqueueReadsChanged otherwise), then starts it.
+func (s *Starter) enqueueWith(ctx context.Context, reads store.EnqueueReads, lookup store.EnqueueLookup,
+	input json.RawMessage, hash string, mode execution.Mode, req Request, tc Trusted) (Accepted, error) {
 	var rev store.Revision
 	var p *pinned
+	var err error
 	if req.DraftRevision != nil {
 		var draft *graph.Compiled
 		if draft, err = s.compileDraft(ctx, tc.TenantID, tc.Permissions, req.WorkflowKey, *req.DraftRevision); err == nil {
@@ -316,12 +355,25 @@ func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepte
 		ToolPolicy:      tc.ToolPolicy,
 		WorkflowID:      WorkflowID(tc.TenantID, req.WorkflowKey, req.IdempotencyKey),
 	}
-	enq, err := s.store.EnqueueRun(ctx, run, req.IdempotencyKey)
+	// A published revision's run is written only if what it was decided
+	// with still holds when the statement runs. A draft's is decided from
+	// fresh reads alone (its compile reads the store anyway) and written
+	// as before.
+	var expect *store.EnqueueExpect
+	if req.DraftRevision == nil {
+		expect = &store.EnqueueExpect{NamedRevision: req.Revision, DefaultBudget: wl.Budget,
+			RevokedOf: lookup.RevokedOf, Revoked: reads.Revoked}
+	}
+	enq, err := s.store.EnqueueRunExpecting(ctx, run, req.IdempotencyKey, expect)
+	if errors.Is(err, store.ErrEnqueueReadsChanged) {
+		return Accepted{}, err
+	}
 	if err != nil {
 		return Accepted{}, fmt.Errorf("starter: create run: %w", err)
 	}
 	if !enq.Created {
-		// A concurrent enqueue bound the key between ReadForEnqueue and here.
+		// The key was bound already: by a concurrent enqueue since the
+		// fresh reads, or before a decision from the cache.
 		return s.repeat(ctx, enq.Run, hash, mode, req, tc)
 	}
 	// The enqueue's admission pass may have admitted runs waiting before

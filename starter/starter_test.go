@@ -686,3 +686,55 @@ func TestRunsUnderTheLegacyWorkflowIDKeepWorking(t *testing.T) {
 	require.NoError(t, b.starter.Cancel(ctx, b.t1, first.RunID, execution.Actor{Kind: "user", Sub: "bob"}))
 	require.True(t, cancelRequested(t, b.tc, legacy), "the cancel did not reach the legacy workflow")
 }
+
+// TestCachedReadsNeverOutliveAChange: once an enqueue has cached the
+// workflow's revision and default budget and the actor's revocations
+// (reads.go), each change committed since takes effect on the next
+// enqueue, exactly as if it had read them first: a revocation refuses, its
+// removal admits, a new default budget fills the run's, a publish runs the
+// new revision, and a repeated key is still answered from its binding.
+func TestCachedReadsNeverOutliveAChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "notes", notesGraph)
+	enqueue := func(key string) (Accepted, error) {
+		return b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: key},
+			trusted(b.t1, "notes.write"))
+	}
+	first, err := enqueue("k1")
+	require.NoError(t, err)
+	require.True(t, first.Created, "first = %+v", first)
+	_, cached := b.starter.reads.lookup(store.EnqueueLookup{TenantID: b.t1, WorkflowKey: "notes", RevokedOf: "alice"})
+	require.True(t, cached, "the first enqueue fills the reads cache")
+
+	require.NoError(t, b.st.Revoke(ctx, b.t1, "alice", "notes.write"))
+	_, err = enqueue("k2")
+	fe := wantCode(t, err, failure.CodePermissionDenied)
+	require.True(t, slices.Equal(fe.Details["missing"].([]string), []string{"notes.write"}), "details %v", fe.Details)
+	require.NoError(t, b.st.Unrevoke(ctx, b.t1, "alice", "notes.write"))
+	acc, err := enqueue("k2")
+	require.NoError(t, err, "after the revocation was removed: %+v", acc)
+	require.True(t, acc.Created, "after the revocation was removed: %+v", acc)
+
+	_, err = b.starter.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: b.t1, WorkflowKey: "notes", UpdatedBy: "alice",
+		Budget: store.Budget{MaxTokens: ptr(int64(777))}})
+	require.NoError(t, err)
+	acc, err = enqueue("k3")
+	require.NoError(t, err)
+	run, err := b.st.GetRun(ctx, b.t1, acc.RunID)
+	require.NoError(t, err)
+	require.NotNil(t, run.Budget.MaxTokens, "budget %+v", run.Budget)
+	require.Equal(t, int64(777), *run.Budget.MaxTokens, "budget %+v", run.Budget)
+
+	rev := publish(t, b.st, b.t1, "notes", strings.Replace(notesGraph, `{"literal": "t"}`, `{"literal": "t2"}`, 1))
+	require.Equal(t, 2, rev)
+	acc, err = enqueue("k4")
+	require.NoError(t, err)
+	require.Equal(t, 2, acc.Revision, "after a publish: %+v", acc)
+	again, err := enqueue("k1")
+	require.NoError(t, err)
+	require.False(t, again.Created, "a repeated key: %+v", again)
+	require.Equal(t, first.RunID, again.RunID, "a repeated key: %+v", again)
+	require.Equal(t, 1, again.Revision, "a repeated key keeps what it started: %+v", again)
+}

@@ -293,3 +293,111 @@ func TestEnqueueRunRefusesUnstorableInput(t *testing.T) {
 		require.True(t, e.Created, "%s: the refused enqueue left its key unbound", key)
 	}
 }
+
+// TestEnqueueRunExpectingWritesOnlyWhatStillHolds: weft_enqueue_run_checked
+// writes the run only when the revision (named, or the latest published),
+// the workflow's default budget and the principal's revocations are still
+// what the caller decided with; any of them changed, it writes nothing
+// (no run, no binding) and says so with ErrEnqueueReadsChanged, capped
+// workflows (the transaction's path) included.
+func TestEnqueueRunExpectingWritesOnlyWhatStillHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testinfra.NewStore(t)
+	c1, p1, raw := compileExample(t, "")
+	c2, p2, _ := compileExample(t, "true")
+	_, err := st.CreateWorkflow(ctx, "t1", "orders", raw, "ada")
+	require.NoError(t, err)
+	_, _, err = st.Publish(ctx, "t1", "orders", 1, c1, p1, "pub")
+	require.NoError(t, err)
+	_, _, err = st.AddRevocation(ctx, "t1", "ada", "notes.read")
+	require.NoError(t, err)
+
+	one, two := 1, 2
+	runOf := func(idem string, rev int, checksum string) store.Run {
+		r := newRunValue("t1", "orders", idem)
+		r.Revision, r.Checksum = rev, checksum
+		return r
+	}
+	holds := store.EnqueueExpect{RevokedOf: "ada", Revoked: []string{"notes.read"}}
+	bound := func(idem string) bool {
+		t.Helper()
+		_, ok, err := st.BoundRun(ctx, "t1", "orders", idem)
+		require.NoError(t, err)
+		return ok
+	}
+	refused := func(what string, r store.Run, idem string, exp store.EnqueueExpect) {
+		t.Helper()
+		before := countRuns(t, st)
+		wasBound := bound(idem)
+		_, err := st.EnqueueRunExpecting(ctx, r, idem, &exp)
+		require.ErrorIs(t, err, store.ErrEnqueueReadsChanged, what)
+		require.Equal(t, wasBound, bound(idem), "%s: no binding written", what)
+		require.Equal(t, before, countRuns(t, st), "%s: no run written", what)
+	}
+
+	e, err := st.EnqueueRunExpecting(ctx, runOf("k1", 1, c1.Checksum), "k1", &holds)
+	require.NoError(t, err)
+	require.True(t, e.Created, "what it expects holds")
+
+	refused("another checksum", runOf("k2", 1, "c0ffee"), "k2", holds)
+	refused("a revision that is not the latest", runOf("k2", 2, c1.Checksum), "k2", holds)
+	refused("fewer revocations", runOf("k2", 1, c1.Checksum), "k2", store.EnqueueExpect{RevokedOf: "ada", Revoked: []string{}})
+	refused("more revocations", runOf("k2", 1, c1.Checksum), "k2",
+		store.EnqueueExpect{RevokedOf: "ada", Revoked: []string{"notes.read", "notes.write"}})
+	refused("another principal's", runOf("k2", 1, c1.Checksum), "k2", store.EnqueueExpect{RevokedOf: "bob", Revoked: []string{"notes.read"}})
+	refused("a default budget never set", runOf("k2", 1, c1.Checksum), "k2",
+		store.EnqueueExpect{RevokedOf: "ada", Revoked: []string{"notes.read"}, DefaultBudget: store.Budget{MaxTokens: ptr(int64(10))}})
+	refused("a named revision that does not exist", runOf("k2", 2, c2.Checksum), "k2",
+		store.EnqueueExpect{NamedRevision: &two, RevokedOf: "ada", Revoked: []string{"notes.read"}})
+
+	// A publish: the latest is revision 2 now, and revision 1 only when named.
+	_, err = st.SaveDraft(ctx, "t1", "orders", 1, raw, "ada")
+	require.NoError(t, err)
+	_, _, err = st.Publish(ctx, "t1", "orders", 2, c2, p2, "pub")
+	require.NoError(t, err)
+	refused("the latest before a publish", runOf("k2", 1, c1.Checksum), "k2", holds)
+	named := holds
+	named.NamedRevision = &one
+	e, err = st.EnqueueRunExpecting(ctx, runOf("k2", 1, c1.Checksum), "k2", &named)
+	require.NoError(t, err)
+	require.True(t, e.Created, "revision 1 named")
+
+	// A revocation committed: the expectation without it is refused.
+	_, _, err = st.AddRevocation(ctx, "t1", "ada", "notes.write")
+	require.NoError(t, err)
+	refused("a revocation since", runOf("k3", 2, c2.Checksum), "k3", holds)
+	// A repeated key is answered only when what it expects holds.
+	refused("a repeated key, stale", runOf("k1", 2, c2.Checksum), "k1", holds)
+	now := store.EnqueueExpect{RevokedOf: "ada", Revoked: []string{"notes.read", "notes.write"}}
+	e, err = st.EnqueueRunExpecting(ctx, runOf("k1", 2, c2.Checksum), "k1", &now)
+	require.NoError(t, err)
+	require.False(t, e.Created, "a repeated key")
+
+	// A default budget and a cap set: the capped path (a transaction)
+	// checks too.
+	_, _, err = st.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: "t1", WorkflowKey: "orders", MaxConcurrentRuns: ptr(10),
+		Budget: store.Budget{MaxTokens: ptr(int64(900)), MaxCostUSD: ptr(0.1)}, UpdatedBy: "ada"})
+	require.NoError(t, err)
+	refused("the default budget before it was set, capped", runOf("k4", 2, c2.Checksum), "k4", now)
+	withBudget := now
+	withBudget.DefaultBudget = store.Budget{MaxTokens: ptr(int64(900)), MaxCostUSD: ptr(0.1)}
+	e, err = st.EnqueueRunExpecting(ctx, runOf("k4", 2, c2.Checksum), "k4", &withBudget)
+	require.NoError(t, err)
+	require.True(t, e.Created, "capped, what it expects holds")
+	require.Equal(t, execution.StatusQueued, e.Run.Status, "a slot is free")
+
+	// A simulation checks no revocations.
+	sim := runOf("s1", 2, c2.Checksum)
+	sim.Mode = string(execution.ModeSimulation)
+	e, err = st.EnqueueRunExpecting(ctx, sim, "s1", &store.EnqueueExpect{DefaultBudget: withBudget.DefaultBudget})
+	require.NoError(t, err)
+	require.True(t, e.Created, "a simulation")
+}
+
+func countRuns(t *testing.T, st *store.Store) int {
+	t.Helper()
+	var n int
+	require.NoError(t, st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM runs`).Scan(&n))
+	return n
+}

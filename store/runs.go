@@ -192,6 +192,42 @@ func (s *Store) CreateRun(ctx context.Context, r Run, idempotencyKey string) (ru
 // it (SQLSTATE WF001) before writing anything, and it is enqueued again in
 // a transaction (enqueueLimited).
 func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (Enqueued, error) {
+	return s.EnqueueRunExpecting(ctx, r, idempotencyKey, nil)
+}
+
+// EnqueueExpect is what an enqueue was decided with, besides the run
+// itself: the run's Revision and Checksum (the revision named, or the
+// latest published one), the workflow's default budget its Budget was
+// filled from, and the revocations its permissions were checked against.
+type EnqueueExpect struct {
+	// NamedRevision is the revision the request named; nil expects the
+	// run's Revision to be the workflow's latest published one.
+	NamedRevision *int
+	// DefaultBudget is the workflow's default budget (WorkflowLimits.Budget).
+	DefaultBudget Budget
+	// RevokedOf is the principal whose revocations were checked, Revoked
+	// what was revoked from it (as RevokedScopes reads them); "" checks
+	// none (a simulation).
+	RevokedOf string
+	Revoked   []string
+}
+
+// ErrEnqueueReadsChanged: EnqueueRunExpecting found that the revision, the
+// workflow's default budget or the revocations it was told to expect are
+// not what the database holds; nothing was written. The caller reads them
+// again and decides again.
+var ErrEnqueueReadsChanged = errors.New("store: the revision, default budget or revocations the enqueue was decided with changed")
+
+// EnqueueRunExpecting is EnqueueRun that writes only if exp still holds,
+// checked in the same statement as the write (weft_enqueue_run_checked,
+// migration 00024): else ErrEnqueueReadsChanged. It lets an enqueue
+// decide from cached reads in one round trip and lose none of the
+// guarantees of reading first: a revocation, publish or change of the
+// default budget committed before the statement is seen by its check. A
+// nil exp checks nothing (EnqueueRun). A key already bound is answered
+// only when exp holds (else ErrEnqueueReadsChanged, and the caller's
+// fresh reads find the binding).
+func (s *Store) EnqueueRunExpecting(ctx context.Context, r Run, idempotencyKey string, exp *EnqueueExpect) (Enqueued, error) {
 	if err := validateNewRun(r, idempotencyKey); err != nil {
 		return Enqueued{}, err
 	}
@@ -202,15 +238,21 @@ func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (E
 	if err != nil {
 		return Enqueued{}, err
 	}
-	out, err := enqueueCall(ctx, s.Pool, args, false)
+	call := enqueueCall{args: args}
+	if exp != nil {
+		call.expect = expectArgs(exp)
+	}
+	out, err := call.run(ctx, s.Pool, false)
 	if isLimitsApply(err) {
 		err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 			var txErr error
-			out, txErr = enqueueLimited(ctx, tx, args, r.TenantID, r.RunID)
+			out, txErr = enqueueLimited(ctx, tx, call, r.TenantID, r.RunID)
 			return txErr
 		})
 	}
 	switch {
+	case isReadsChanged(err):
+		return Enqueued{}, ErrEnqueueReadsChanged
 	case errors.Is(err, errBoundRunGone):
 		// The claim conflicted with a committed binding whose run is gone:
 		// retention deleted it since (the binding outlives it), or it was
@@ -232,8 +274,8 @@ func (s *Store) EnqueueRun(ctx context.Context, r Run, idempotencyKey string) (E
 // with p_exclusive), then the admission pass (admit), so it is queued at
 // once when a slot is free and nobody waits before it, and throttled
 // otherwise.
-func enqueueLimited(ctx context.Context, tx pgx.Tx, args []any, tenantID, runID string) (Enqueued, error) {
-	out, err := enqueueCall(ctx, tx, args, true)
+func enqueueLimited(ctx context.Context, tx pgx.Tx, call enqueueCall, tenantID, runID string) (Enqueued, error) {
+	out, err := call.run(ctx, tx, true)
 	if err != nil || !out.Created {
 		return out, err
 	}
@@ -265,6 +307,15 @@ func isLimitsApply(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == errLimitsApplySQLState
 }
 
+// errReadsChangedSQLState is what weft_enqueue_run_checked raises, writing
+// nothing, when what the enqueue was decided with changed.
+const errReadsChangedSQLState = "WF002"
+
+func isReadsChanged(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == errReadsChangedSQLState
+}
+
 // errBoundRunGone: weft_enqueue_run found the key bound to a run that no
 // longer exists (it returns no row).
 var errBoundRunGone = errors.New("store: the idempotency key's run is gone")
@@ -273,6 +324,26 @@ var errBoundRunGone = errors.New("store: the idempotency key's run is gone")
 // then the columns of runColumns.
 const enqueueSQL = `SELECT * FROM weft_enqueue_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
 	$17, $18, $19, $20, $21, $22, $23)`
+
+// enqueueCheckedSQL calls weft_enqueue_run_checked (migration 00024):
+// enqueueSQL's arguments, then what the enqueue expects.
+const enqueueCheckedSQL = `SELECT * FROM weft_enqueue_run_checked($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+	$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`
+
+// expectArgs lays exp out as weft_enqueue_run_checked's last arguments.
+func expectArgs(exp *EnqueueExpect) []any {
+	var named *int32
+	if exp.NamedRevision != nil {
+		n := int32(*exp.NamedRevision)
+		named = &n
+	}
+	var of *string
+	var revoked []string
+	if exp.RevokedOf != "" {
+		of, revoked = &exp.RevokedOf, nonNilScopes(exp.Revoked)
+	}
+	return []any{named, exp.DefaultBudget.MaxTokens, exp.DefaultBudget.MaxCostUSD, of, revoked}
+}
 
 // enqueueArgs lays a new run out as weft_enqueue_run's arguments, but for
 // the last (p_exclusive).
@@ -304,11 +375,25 @@ func enqueueArgs(r Run, idempotencyKey string) ([]any, error) {
 		nullableList(r.ToolGrants), nullableList(r.ToolPolicy), requested, r.Budget.MaxTokens, r.Budget.MaxCostUSD}, nil
 }
 
-// enqueueCall runs weft_enqueue_run once: Run and Created from its row,
-// errBoundRunGone when it returns none.
-func enqueueCall(ctx context.Context, q querier, args []any, exclusive bool) (Enqueued, error) {
+// enqueueCall is one enqueue's arguments: weft_enqueue_run's but for the
+// last (p_exclusive), and what it expects (weft_enqueue_run_checked) or
+// nil.
+type enqueueCall struct {
+	args, expect []any
+}
+
+// run calls weft_enqueue_run (or _checked) once: Run and Created from its
+// row, errBoundRunGone when it returns none.
+func (c enqueueCall) run(ctx context.Context, q querier, exclusive bool) (Enqueued, error) {
 	var out Enqueued
-	run, err := scanRun(prefixedRow{q.QueryRow(ctx, enqueueSQL, append(args[:len(args):len(args)], exclusive)...), &out.Created})
+	sql := enqueueSQL
+	args := make([]any, 0, len(c.args)+1+len(c.expect))
+	args = append(append(args, c.args...), exclusive)
+	if c.expect != nil {
+		sql = enqueueCheckedSQL
+		args = append(args, c.expect...)
+	}
+	run, err := scanRun(prefixedRow{q.QueryRow(ctx, sql, args...), &out.Created})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Enqueued{}, errBoundRunGone
 	}
