@@ -420,9 +420,11 @@ func (s *Starter) issue(ctx context.Context, bound store.Run, tc Trusted, create
 			s.log.Warn("start failed; the sweeper will retry", "run", bound.RunID, "workflowId", bound.WorkflowID, "err", err)
 		}
 	}
-	s.log.Info("run enqueued", "run", bound.RunID, "workflowId", bound.WorkflowID, "tenant", bound.TenantID,
-		"workflowKey", bound.WorkflowKey, "revision", bound.Revision, "mode", bound.Mode, "origin", tc.Origin.Kind,
-		"actor", tc.Actor.Sub, "created", created, "status", bound.Status, "position", bound.Position)
+	if s.log.Enabled(ctx, slog.LevelInfo) { // its 11 attributes are built only to be logged
+		s.log.Info("run enqueued", "run", bound.RunID, "workflowId", bound.WorkflowID, "tenant", bound.TenantID,
+			"workflowKey", bound.WorkflowKey, "revision", bound.Revision, "mode", bound.Mode, "origin", tc.Origin.Kind,
+			"actor", tc.Actor.Sub, "created", created, "status", bound.Status, "position", bound.Position)
+	}
 	return Accepted{RunID: bound.RunID, Status: bound.Status, Position: bound.Position, Revision: bound.Revision,
 		Checksum: bound.Checksum, Created: created}
 }
