@@ -266,9 +266,13 @@ type NodeInput struct {
 	// RunStartedAt is the run's start (workflow time, RunParams.EnqueuedAt
 	// or the first workflow task): context.today renders its UTC date, so
 	// every attempt of a run renders the same day.
-	RunStartedAt time.Time `json:"runStartedAt,omitempty"`
+	RunStartedAt time.Time `json:"runStartedAt,omitzero"`
 	// VirtualNow is the simulation clock when Mode is simulation.
-	VirtualNow time.Time `json:"virtualNow,omitempty"`
+	//
+	// Both times are left out when zero (a live attempt's VirtualNow: 37
+	// bytes of every input); a decoder of any release reads the zero time
+	// from the absence, as it read it from "0001-01-01T00:00:00Z".
+	VirtualNow time.Time `json:"virtualNow,omitzero"`
 	// Redispatch counts how often this attempt was dispatched again after
 	// an infrastructure fault (0 for its first dispatch). Side effects key
 	// on (tenant, run, node) regardless.

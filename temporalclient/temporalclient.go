@@ -28,6 +28,8 @@ func Options(cfg config.Config, logger *slog.Logger) (client.Options, error) {
 		HostPort:  cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace,
 		Logger:    sdklog.NewStructuredLogger(slog.New(quietCancellations{logger.Handler()}).With("component", "temporal-sdk")),
+		// Payloads as the SDK's default converter writes them (converter.go).
+		DataConverter: DataConverter(),
 	}
 	if Loopback(cfg.TemporalAddress) {
 		// The SDK gzips every request by default. Over loopback (weft dev,

@@ -24,12 +24,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/weftworks/weft/activities"
@@ -41,6 +43,7 @@ import (
 	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
+	"github.com/weftworks/weft/temporalclient"
 	"github.com/weftworks/weft/worker"
 )
 
@@ -80,6 +83,10 @@ type Options struct {
 	// side after the latency rounds and splits their wall time by their
 	// histories' events (SpanSummary).
 	Spans int
+	// HistoryDir, when set, receives the histories of the history section
+	// (one run of each workload per side) as JSON, the form `temporal
+	// workflow show -o json` prints: weft-<workload>.json, hand-<workload>.json.
+	HistoryDir string
 }
 
 // The dev servers a run starts, each from bin/temporal.
@@ -301,11 +308,11 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		if _, err := tuned.handRun(ctx, w, idem); err != nil {
 			return nil, err
 		}
-		weft, err := tuned.history(ctx, tuned.workflowID(w, idem))
+		weft, err := tuned.history(ctx, tuned.workflowID(w, idem), historyFile(o.HistoryDir, "weft", w.key))
 		if err != nil {
 			return nil, err
 		}
-		hand, err := tuned.history(ctx, "hand-"+idem)
+		hand, err := tuned.history(ctx, "hand-"+idem, historyFile(o.HistoryDir, "hand", w.key))
 		if err != nil {
 			return nil, err
 		}
@@ -461,10 +468,12 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 	srv, err := testsuite.StartDevServer(sctx, testsuite.DevServerOptions{
 		ExistingPath: bin,
 		// Uncompressed, as temporalclient dials a loopback address, for
-		// weft's side and the hand-written side alike.
+		// weft's side and the hand-written side alike; weft's data
+		// converter, whose shortcut only weft's payload types take.
 		ClientOptions: &client.Options{Namespace: "default",
 			Logger:            sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk", "server", name)),
-			ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}}},
+			ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
+			DataConverter:     temporalclient.DataConverter()},
 		LogLevel:  "error",
 		ExtraArgs: args,
 		Stdout:    progress,
@@ -514,7 +523,7 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 		return fail(err)
 	}
 	e.worker = w
-	e.split, err = client.NewClientFromExisting(e.tc, client.Options{Namespace: "default",
+	e.split, err = client.NewClientFromExisting(e.tc, client.Options{Namespace: "default", DataConverter: temporalclient.DataConverter(),
 		Logger: sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk", "server", name, "client", "split"))})
 	if err != nil {
 		return fail(err)
@@ -677,15 +686,27 @@ func (e *env) startIdle(ctx context.Context, idem string) (time.Duration, error)
 	return time.Since(start), err
 }
 
-// history counts a closed workflow's history events and their encoded bytes.
-func (e *env) history(ctx context.Context, workflowID string) (HistoryCount, error) {
+// historyFile is where a side's history of a workload is written, "" when
+// histories are not kept.
+func historyFile(dir, side, workload string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, side+"-"+workload+".json")
+}
+
+// history counts a closed workflow's history events and their encoded
+// bytes, and writes the history as JSON to file unless file is "".
+func (e *env) history(ctx context.Context, workflowID, file string) (HistoryCount, error) {
 	it := e.tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var c HistoryCount
+	var all historypb.History
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
 			return HistoryCount{}, err
 		}
+		all.Events = append(all.Events, ev)
 		c.Events++
 		c.Bytes += proto.Size(ev)
 		switch ev.GetEventType() {
@@ -695,6 +716,15 @@ func (e *env) history(ctx context.Context, workflowID string) (HistoryCount, err
 			c.Activities++
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
 			c.Markers++
+		}
+	}
+	if file != "" {
+		raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&all)
+		if err != nil {
+			return HistoryCount{}, err
+		}
+		if err := os.WriteFile(file, raw, 0o644); err != nil {
+			return HistoryCount{}, err
 		}
 	}
 	return c, nil

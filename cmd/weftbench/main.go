@@ -33,7 +33,7 @@
 // hit all configurations alike.
 //
 //	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-spans 12] [-enqueue-rounds 5] [-db-pool-max-conns 0]
-//		[-cpuprofile cpu.out [-cpuprofile-section latency|throughput|enqueue|capacity]] [-memprofile mem.out]
+//		[-cpuprofile cpu.out [-cpuprofile-section latency|throughput|enqueue|capacity]] [-memprofile mem.out] [-history-dir DIR]
 package main
 
 import (
@@ -63,6 +63,7 @@ func main() {
 	flag.StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of this process over the -cpuprofile-section measurement")
 	flag.StringVar(&opts.ProfileSection, "cpuprofile-section", sectionLatency, "the measurement -cpuprofile covers: latency, throughput, enqueue or capacity")
 	flag.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile of this process at the end, after a GC (alloc_space: every byte allocated since the start)")
+	flag.StringVar(&opts.HistoryDir, "history-dir", "", "write the history section's histories (one run of each workload per side) as JSON into this directory")
 	flag.IntVar(&opts.Spans, "spans", 0, "after the latency rounds, this many runs of each workload per side split by their histories' events")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")
 	flag.StringVar(&opts.AdminURL, "admin-url", testinfra.AdminURL(), "PostgreSQL URL the benchmark database is created from (WEFT_TEST_DATABASE_URL)")
