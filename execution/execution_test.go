@@ -2,6 +2,8 @@ package execution
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,4 +45,99 @@ func TestNodeInputZeroTimesLeftOut(t *testing.T) {
 	raw, err = json.Marshal(sim)
 	require.NoError(t, err)
 	assert.Contains(t, string(raw), `"virtualNow":"2026-01-01T00:00:00Z"`)
+}
+
+// chainBatch is a batch like the ones a chain's attempts carry: n events
+// of node.completed, edge.taken and node.started in turn.
+func chainBatch(n int) EventBatch {
+	b := EventBatch{Run: &RunUpdate{Status: StatusRunning, TemporalRunID: "01a235c6-89b9-7681-ad5a-320b93f38a59"}, Through: n}
+	at := time.Date(2026, 12, 2, 8, 2, 13, 628871000, time.UTC)
+	for i := range n {
+		node := fmt.Sprintf("e%d", i/3+1)
+		e := EventDraft{NodeID: node, Attempt: 1, At: at}
+		switch i % 3 {
+		case 0:
+			e.Type, e.Data = EventNodeCompleted, json.RawMessage(`{"port":"out","output":{"n":42,"text":"hello from weftbench"}}`)
+		case 1:
+			e.Type, e.Data = EventEdgeTaken, json.RawMessage(fmt.Sprintf(`{"from":"%s.out","to":"e%d.in"}`, node, i/3+2))
+		case 2:
+			e.Type, e.Data = EventNodeStarted, json.RawMessage(`{"kind":"action"}`)
+		}
+		e.Key = "6c4c201f-c507-43b7-a4f2-9f00de65ffb7/" + node + "/1/" + e.Type
+		b.Events = append(b.Events, e)
+	}
+	return b
+}
+
+// plainBatch is EventBatch without its UnmarshalJSON: what encoding/json
+// decodes by itself.
+type plainBatch EventBatch
+
+// EventBatch.UnmarshalJSON decodes exactly what encoding/json decodes by
+// itself, whatever the batch holds (a "key" in a value included), and
+// fails where it fails.
+func TestEventBatchUnmarshalMatchesPlainDecoding(t *testing.T) {
+	withKeyInData := chainBatch(2)
+	withKeyInData.Events[0].Data = json.RawMessage(`{"key":"key","output":{"key":1}}`)
+	docs := []string{`{"through":0}`, `{"events":[],"through":3}`, `{"events":null,"through":3}`, `{"run":{"status":"running"},"through":7}`}
+	for _, b := range []EventBatch{chainBatch(1), chainBatch(14), withKeyInData} {
+		raw, err := json.Marshal(b)
+		require.NoError(t, err)
+		docs = append(docs, string(raw))
+	}
+	for _, doc := range docs {
+		var got EventBatch
+		var want plainBatch
+		require.NoError(t, json.Unmarshal([]byte(doc), &got), doc)
+		require.NoError(t, json.Unmarshal([]byte(doc), &want), doc)
+		if len(want.Events) == 0 {
+			want.Events = nil
+		}
+		assert.Equal(t, EventBatch(want), got, doc)
+		assert.LessOrEqual(t, cap(got.Events), strings.Count(doc, `"key"`), doc)
+	}
+	for _, bad := range []string{`{"events":{}}`, `{"events":[{"key":1}]}`, `{"through":"x"}`, `[]`} {
+		var got EventBatch
+		var want plainBatch
+		errGot, errWant := json.Unmarshal([]byte(bad), &got), json.Unmarshal([]byte(bad), &want)
+		var typeGot, typeWant *json.UnmarshalTypeError
+		require.ErrorAs(t, errWant, &typeWant, bad)
+		require.ErrorAs(t, errGot, &typeGot, bad)
+		// The same refusal; the message names the struct it decoded into.
+		assert.Equal(t, [3]any{typeWant.Value, typeWant.Type.Kind(), typeWant.Field}, [3]any{typeGot.Value, typeGot.Type.Kind(), typeGot.Field}, bad)
+	}
+	// Inside a NodeInput, as an activity decodes it.
+	in := NodeInput{RunID: "r", NodeID: "e5", Attempt: 1, Events: new(chainBatch(14))}
+	raw, err := json.Marshal(in)
+	require.NoError(t, err)
+	var back NodeInput
+	require.NoError(t, json.Unmarshal(raw, &back))
+	assert.Equal(t, in, back)
+	assert.Equal(t, 14, cap(back.Events.Events))
+}
+
+// The carried batch's decoding, in B/op, with and without the sized slice.
+//
+//	go test ./execution -run '^$' -bench EventBatchDecode -benchmem
+func BenchmarkEventBatchDecode(b *testing.B) {
+	raw, err := json.Marshal(chainBatch(14))
+	require.NoError(b, err)
+	b.Run("encoding/json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var p plainBatch
+			if err := json.Unmarshal(raw, &p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sized", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var p EventBatch
+			if err := json.Unmarshal(raw, &p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
