@@ -2,15 +2,20 @@ package temporalclient_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commandpb "go.temporal.io/api/command/v1"
 	commonpb "go.temporal.io/api/common/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/temporalclient"
 )
@@ -45,7 +50,10 @@ func TestDataConverterWritesWhatTheDefaultWrites(t *testing.T) {
 		(*execution.NodeInput)(nil), converter.NewRawValue(&commonpb.Payload{Data: []byte(`"x"`)}),
 	}
 	def := converter.GetDefaultDataConverter()
-	dc := temporalclient.DataConverter()
+	opts, err := temporalclient.Options(config.Config{TemporalAddress: "localhost:7233", TemporalNamespace: "default"}, nil)
+	require.NoError(t, err)
+	dc := opts.DataConverter // what every weft process dials with
+	require.NotNil(t, dc)
 	for i, v := range values {
 		want, err := def.ToPayload(v)
 		require.NoError(t, err, "value %d", i)
@@ -109,6 +117,64 @@ func BenchmarkNodeResultPayload(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkAttemptInputTrip prices an attempt input's bytes on the SDK's
+// side of this process: what one input costs from the interpreter's
+// ExecuteActivity to the activity's decoded argument, the gRPC transport
+// left out. The input is encoded (the workflow task), marshalled in the
+// task's ScheduleActivityTask command, unmarshalled from both of the
+// server's answers that carry it back (the next workflow task's
+// ActivityTaskScheduled event, the activity task) and decoded. "events=N"
+// carries N of the recorded input's 14 events, so the difference between
+// the cases over the difference in payload bytes is what one carried byte
+// costs in allocations.
+//
+//	go test ./temporalclient -run '^$' -bench AttemptInputTrip -benchmem
+func BenchmarkAttemptInputTrip(b *testing.B) {
+	full := chain10Input(b)
+	dc := temporalclient.DataConverter()
+	for _, n := range []int{0, 3, 14} {
+		in := full
+		batch := *full.Events
+		batch.Events = batch.Events[len(batch.Events)-n:]
+		in.Events = &batch
+		p, err := dc.ToPayloads(in)
+		require.NoError(b, err)
+		// What the server sends back (its marshalling is not this process's).
+		ev, err := proto.Marshal(&historypb.HistoryEvent{Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{
+			ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{ActivityId: "5", Input: p}}})
+		require.NoError(b, err)
+		task, err := proto.Marshal(&workflowservice.PollActivityTaskQueueResponse{ActivityId: "5", Input: p})
+		require.NoError(b, err)
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := dc.ToPayloads(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				attrs := &commandpb.ScheduleActivityTaskCommandAttributes{ActivityId: "5", Input: p}
+				cmd := &commandpb.Command{Attributes: &commandpb.Command_ScheduleActivityTaskCommandAttributes{ScheduleActivityTaskCommandAttributes: attrs}}
+				if _, err := proto.Marshal(&workflowservice.RespondWorkflowTaskCompletedRequest{Commands: []*commandpb.Command{cmd}}); err != nil {
+					b.Fatal(err)
+				}
+				var h historypb.HistoryEvent
+				var t workflowservice.PollActivityTaskQueueResponse
+				if err := proto.Unmarshal(ev, &h); err != nil {
+					b.Fatal(err)
+				}
+				if err := proto.Unmarshal(task, &t); err != nil {
+					b.Fatal(err)
+				}
+				var got execution.NodeInput
+				if err := dc.FromPayloads(t.Input, &got); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(proto.Size(p)), "payload-B")
 		})
 	}
 }
