@@ -216,7 +216,8 @@ func (i *interpreter) flush() error {
 // carries the buffer (a flush when it starts several, or the buffer is
 // large), and an iteration that starts only local activities leaves it for
 // the next one (they finish in this workflow task, before anything else
-// happens).
+// happens). From version 5 an iteration that starts nothing while regular
+// attempts still run may leave it too (mayDefer).
 func (i *interpreter) flushOrCarry() error {
 	l := &i.events
 	l.carry = false
@@ -247,7 +248,12 @@ func (i *interpreter) flushOrCarry() error {
 		}
 	}
 	switch {
-	case timers, regular == 0 && local == 0:
+	case timers:
+		return i.flush()
+	case regular == 0 && local == 0:
+		if i.version >= 5 && i.mayDefer(i.now()) {
+			return nil
+		}
 		return i.flush()
 	case regular > 1, regular == 1 && l.size() > carryBudget:
 		// Several carriers would each append the same batch, contending
@@ -258,6 +264,50 @@ func (i *interpreter) flushOrCarry() error {
 		l.carry = true
 	}
 	return nil
+}
+
+// deferMaxAge bounds, in workflow time, how long an iteration that starts
+// nothing leaves buffered events to the next carrier or flush (mayDefer):
+// a fan-out's siblings of quick nodes end well within it, so their
+// collect-only workflow tasks append nothing, while a node that ran long
+// still shows its completion in the log within about this much after the
+// next workflow task of the run.
+const deferMaxAge = time.Second
+
+// mayDefer (interpreter version 5; now is workflow time) says whether an iteration that starts
+// nothing may leave the buffer as it is instead of flushing it: the
+// workflow task only collected completions (a fan-out's siblings ending
+// one by one) while other regular attempts of the run are still running,
+// and no timer or approval is in play. The next workflow task comes when
+// one of those attempts ends (completes, fails, or times out: each is
+// bounded by its node's timeout and heartbeat), and then the buffer is
+// carried by the one attempt it starts, or flushed (several attempts, a
+// timer, a decision, the run's end, continue-as-new, a cancellation).
+// Nothing waits on these events meanwhile: they are node.completed,
+// node.attempt.failed and edge events of attempts that already ended, and
+// nothing they lead to has started. The buffer stays bounded by
+// carryBudget bytes, so any later carrier can take it, and by deferMaxAge:
+// the first iteration that finds its oldest event older than that flushes.
+// What it trades: an early sibling's completion reaches the event stream
+// at a later sibling's workflow task instead of its own.
+func (i *interpreter) mayDefer(now time.Time) bool {
+	l := &i.events
+	if l.update != nil || l.size() > carryBudget {
+		return false
+	}
+	if len(l.pending) > 0 && now.Sub(l.pending[0].At) >= deferMaxAge {
+		return false
+	}
+	running := false
+	for _, n := range i.nodes {
+		switch {
+		case n.timer != nil, n.decided != nil, n.deciding, awaitingApproval(n):
+			return false
+		case n.future != nil && !isLocal(n.plan.Kind):
+			running = true
+		}
+	}
+	return running
 }
 
 // infraActivityOptions are for LoadPlan and AppendEvents: unlike node

@@ -3,12 +3,16 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
 )
 
 // From interpreter version 2 a chain of activities needs no flush of its
@@ -129,4 +133,77 @@ func TestConfirmDropsThroughAnOrdinal(t *testing.T) {
 	require.Len(t, l.pending, 1)
 	l.confirm(3)
 	require.Empty(t, l.pending)
+}
+
+// From interpreter version 5 a fan-out's workflow tasks that only collect
+// a sibling's completion append nothing: the events wait for the run's
+// final flush (or the next carrier). b and c end after a, so the run has
+// a workflow task for a's completion and one for b's, each with a sibling
+// still running; version 4 flushed in each.
+func TestFanOutCollectsWithoutFlushing(t *testing.T) {
+	w := newWF(t, `
+in  input
+a   action in=in.out
+b   action in=in.out
+c   action in=in.out
+m   merge  x=a.out y=b.out z=c.out
+out output in=m.out
+`, map[string][]step{"b": {{wait: 300 * time.Millisecond}}, "c": {{wait: 600 * time.Millisecond}}})
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Equal(t, []string{"flush", "flush"}, w.f.appendSources(), "the fan-out's flush and the run's last")
+	flushes := w.f.flushes()
+	last := flushes[slices.Index(flushes, "--")+1:]
+	for _, want := range []string{"node.completed a", "node.completed b", "node.completed c", "run.succeeded"} {
+		require.Contains(t, last, want)
+	}
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+}
+
+// stubFuture stands for an attempt in flight in mayDefer's tests.
+type stubFuture struct{}
+
+func (stubFuture) Get(workflow.Context, any) error { return nil }
+func (stubFuture) IsReady() bool                   { return false }
+
+// mayDefer leaves the buffer only while regular attempts run and nothing
+// else is in play, and only within carryBudget and deferMaxAge.
+func TestMayDeferBounds(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	setup := func(kinds ...graph.Kind) *interpreter {
+		i := &interpreter{version: 5, events: eventLog{runID: "r"}}
+		for k, kind := range kinds {
+			i.nodes = append(i.nodes, &node{plan: &graph.PlanNode{ID: fmt.Sprintf("n%d", k), Kind: kind}})
+		}
+		i.events.ordinal = 1
+		i.events.pending = []execution.EventDraft{{Key: "r/n0/1/node.completed", Type: "node.completed", NodeID: "n0", Attempt: 1, At: t0}}
+		return i
+	}
+	i := setup(graph.KindAction, graph.KindAction)
+	require.False(t, i.mayDefer(t0), "no attempt in flight: flush")
+	i.nodes[1].future = stubFuture{}
+	require.True(t, i.mayDefer(t0), "a sibling still runs")
+	require.True(t, i.mayDefer(t0.Add(deferMaxAge-time.Millisecond)))
+	require.False(t, i.mayDefer(t0.Add(deferMaxAge)), "the oldest event is deferMaxAge old")
+
+	i.events.pending[0].Data = json.RawMessage(`"` + strings.Repeat("x", carryBudget) + `"`)
+	require.False(t, i.mayDefer(t0), "above carryBudget")
+
+	i = setup(graph.KindAction, graph.KindAction)
+	i.nodes[1].future = stubFuture{}
+	i.events.setUpdate(&execution.RunUpdate{Status: execution.StatusRunning})
+	require.False(t, i.mayDefer(t0), "a run update goes out at once")
+
+	i = setup(graph.KindAction, graph.KindAction, graph.KindAction)
+	i.nodes[1].future = stubFuture{}
+	i.nodes[2].timer = stubFuture{}
+	require.False(t, i.mayDefer(t0), "a timer is armed")
+
+	i = setup(graph.KindAction, graph.KindAction, graph.KindApproval)
+	i.nodes[1].future = stubFuture{}
+	i.nodes[2].state.Status = execution.NodeAwaitingApproval
+	require.False(t, i.mayDefer(t0), "a decision is awaited")
+
+	i = setup(graph.KindAction, graph.KindGate)
+	i.nodes[1].future = stubFuture{}
+	require.False(t, i.mayDefer(t0), "only a local attempt in flight")
 }

@@ -48,7 +48,12 @@ import (
 //	   recording, so a workflow task executed again after its flush
 //	   committed logs nothing twice; a flush's input says its last ordinal
 //	   (AppendEventsInput.Through); a retried simulated approval counts
-//	   its attempts.
+//	   its attempts;
+//	5: an iteration that starts nothing, arms no timer and waits for no
+//	   decision while regular attempts of the run still run (a fan-out's
+//	   workflow tasks that only collect a sibling's completion) leaves the
+//	   buffered events to the next carrier or flush instead of flushing
+//	   them, bounded by carryBudget and deferMaxAge (events.go, mayDefer).
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -60,7 +65,7 @@ import (
 const changeInterpreterV1 = "weft-interpreter-v1"
 
 // interpreterVersion is the version new executions record.
-const interpreterVersion = 4
+const interpreterVersion = 5
 
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
