@@ -97,6 +97,29 @@ out output in=m.out
 		},
 	},
 	{
+		// Interpreter version 5: a's completion arrives while c still
+		// runs; its workflow task starts nothing and flushes nothing (the
+		// fakes see the fan-out's flush and the run's last only).
+		name: "fanout-collect", status: execution.StatusSucceeded,
+		desc: `
+in  input
+a   action in=in.out
+c   action in=in.out
+m   merge  x=a.out z=c.out
+out output in=m.out
+`,
+		steps: map[string][]step{"c": {{wait: 600 * time.Millisecond}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "edge.taken in.out>c.in",
+			"node.started a", "node.started c", "node.completed a", "edge.taken a.out>m.x",
+			"node.completed c", "edge.taken c.out>m.z", "node.started m", "node.completed m", "edge.taken m.out>out.in",
+			"node.started out", "node.completed out", "run.succeeded",
+		},
+		fakes: func(t *testing.T, f *fakes) {
+			require.Equal(t, []string{"flush", "flush"}, f.appendSources(), "the fan-out's flush and the run's last")
+		},
+	},
+	{
 		name: "first-output-wins", status: execution.StatusSucceeded,
 		desc: `
 in      input
