@@ -616,7 +616,10 @@ func (e *env) requireNotesOnceFor(id, node string) {
 // reexecGraph: two naps side by side, joined by a merge. "a" (long)
 // precedes "b" (short) in compiled order, so a workflow task that learns
 // of a's lost lease together with b's completion records a's evidence
-// first, before b's completion.
+// first, before b's completion. b feeds two instant naps, c and d, so b's
+// completion starts two attempts and its workflow task flushes (from
+// interpreter version 5 a task that only collects a completion while a
+// sibling runs appends nothing, docs/reliability.md).
 const reexecGraph = `{
   "schemaVersion": 1,
   "nodes": [
@@ -625,25 +628,31 @@ const reexecGraph = `{
      "mapping": {"ms": {"pointer": "/in/long"}}},
     {"id": "b", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
      "mapping": {"ms": {"pointer": "/in/short"}}},
-    {"id": "m", "kind": "merge", "inputs": {"a": "any", "b": "any"}, "outputs": {"out": "any"}},
+    {"id": "c", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
+     "mapping": {"ms": {"literal": 0}}},
+    {"id": "d", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
+     "mapping": {"ms": {"literal": 0}}},
+    {"id": "m", "kind": "merge", "inputs": {"a": "any", "c": "any", "d": "any"}, "outputs": {"out": "any"}},
     {"id": "out", "kind": "output", "inputs": {"in": "any"}}
   ],
   "edges": [{"from": "in.out", "to": "a.in"}, {"from": "in.out", "to": "b.in"},
-    {"from": "a.out", "to": "m.a"}, {"from": "b.out", "to": "m.b"}, {"from": "m.out", "to": "out.in"}]
+    {"from": "b.out", "to": "c.in"}, {"from": "b.out", "to": "d.in"},
+    {"from": "a.out", "to": "m.a"}, {"from": "c.out", "to": "m.c"}, {"from": "d.out", "to": "m.d"},
+    {"from": "m.out", "to": "out.in"}]
 }`
 
 // A flush from a workflow task that never completes, its task executed
-// again with more history (docs/reliability.md). b's completion starts
-// nothing (the merge waits for a), so its workflow task flushes in a local
-// activity; the test holds run_events locked (EXCLUSIVE) so that flush
-// waits in PostgreSQL, then SIGKILLs the worker. a's attempt died with it:
-// Temporal times its lease out. Only then is the lock released, and the
-// dead worker's flush commits (its statement was already in the server).
-// The next worker executes b's workflow task again, now seeing a's lost
-// lease as well, which comes first in compiled order: it records b's
-// completion after a's evidence, at other ordinals. From interpreter
+// again with more history (docs/reliability.md). b's completion starts c
+// and d, so its workflow task flushes in a local activity before it
+// schedules them; the test holds run_events locked (EXCLUSIVE) so that
+// flush waits in PostgreSQL, then SIGKILLs the worker. a's attempt died
+// with it: Temporal times its lease out. Only then is the lock released,
+// and the dead worker's flush commits (its statement was already in the
+// server). The next worker executes b's workflow task again, now seeing
+// a's lost lease as well, which comes first in compiled order: it records
+// b's completion after a's evidence, at other ordinals. From interpreter
 // version 4 the keys name the events, so the log holds each exactly once;
-// with ordinal keys b's completion and its edge were in it twice.
+// with ordinal keys b's completion and its edges were in it twice.
 func TestDrillFlushOfATaskExecutedAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -686,10 +695,12 @@ func TestDrillFlushOfATaskExecutedAgain(t *testing.T) {
 	seen := e.requireEachEventOnce(id)
 	require.Equal(t, 1, seen[fmt.Sprintf("%s #0", execution.EventRunStarted)], "run.started: %v", seen)
 	require.Equal(t, 1, seen[fmt.Sprintf("%s a#1 r1", execution.EventNodeAttemptLeaseLost)], "a's lost lease: %v", seen)
-	for _, node := range []string{"in", "a", "b", "m", "out"} {
+	for _, node := range []string{"in", "a", "b", "c", "d", "m", "out"} {
 		require.Equal(t, 1, seen[fmt.Sprintf("%s %s#1", execution.EventNodeCompleted, node)], "%s completed once: %v", node, seen)
 	}
-	require.Equal(t, 1, seen[fmt.Sprintf("%s b#1 b.out>m.b", execution.EventEdgeTaken)], "b's edge: %v", seen)
+	for _, to := range []string{"c.in", "d.in"} {
+		require.Equal(t, 1, seen[fmt.Sprintf("%s b#1 b.out>%s", execution.EventEdgeTaken, to)], "b's edge to %s: %v", to, seen)
+	}
 	next.kill(syscall.SIGTERM, 30*time.Second)
 }
 
@@ -726,4 +737,67 @@ func (e *env) waitActivityTimedOut(runID string) {
 	e.waitHistoryEvent(runID, 2*time.Minute, "no activity timed out", func(ev *historypb.HistoryEvent) bool {
 		return ev.GetActivityTaskTimedOutEventAttributes() != nil
 	})
+}
+
+// deferGraph: two naps side by side joined by a merge; b ends long
+// before a, so b's completion arrives in a workflow task that starts
+// nothing while a still runs.
+const deferGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "a", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
+     "mapping": {"ms": {"pointer": "/in/long"}}},
+    {"id": "b", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
+     "mapping": {"ms": {"pointer": "/in/short"}}},
+    {"id": "m", "kind": "merge", "inputs": {"a": "any", "b": "any"}, "outputs": {"out": "any"}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "a.in"}, {"from": "in.out", "to": "b.in"},
+    {"from": "a.out", "to": "m.a"}, {"from": "b.out", "to": "m.b"}, {"from": "m.out", "to": "out.in"}]
+}`
+
+// From interpreter version 5 the workflow task that collects b's
+// completion while a still runs appends nothing (docs/reliability.md):
+// b's completion and its edge exist only in the interpreter's buffer.
+// The worker is SIGKILLed then; the next worker rebuilds the buffer from
+// the history, a's lost lease re-dispatches it, and the run's appends put
+// every event in the log exactly once, the chain intact.
+func TestDrillWorkerKilledWithDeferredEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	first := e.spawnWorker() // publishes the drill actions
+	first.kill(syscall.SIGTERM, 30*time.Second)
+	e.publish("deferred", deferGraph)
+	w := e.spawnWorker()
+	id := e.run("deferred", map[string]any{"long": 30000, "short": 1000})
+	// The first workflow task completed after an activity's completion is
+	// b's: a naps 30 s.
+	after := false
+	e.waitHistoryEvent(id, 2*time.Minute, "no workflow task completed after b's completion", func(ev *historypb.HistoryEvent) bool {
+		switch {
+		case ev.GetWorkflowExecutionStartedEventAttributes() != nil:
+			after = false // each poll reads the history from its start
+		case ev.GetActivityTaskCompletedEventAttributes() != nil:
+			after = true
+		case after && ev.GetWorkflowTaskCompletedEventAttributes() != nil:
+			return true
+		}
+		return false
+	})
+	types := e.eventTypes(id)
+	require.Contains(t, types, execution.EventNodeStarted+" b", "the fan-out's flush")
+	require.NotContains(t, types, execution.EventNodeCompleted+" b", "b's completion was deferred, not flushed")
+	w.kill(syscall.SIGKILL, 30*time.Second)
+
+	next := e.spawnWorker()
+	v := e.wait(id, 4*time.Minute)
+	require.Equal(t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
+	e.checkChain(id)
+	seen := e.requireEachEventOnce(id)
+	for _, node := range []string{"in", "a", "b", "m", "out"} {
+		require.Equal(t, 1, seen[fmt.Sprintf("%s %s#1", execution.EventNodeCompleted, node)], "%s completed once: %v", node, seen)
+	}
+	require.Equal(t, 1, seen[fmt.Sprintf("%s b#1 b.out>m.b", execution.EventEdgeTaken)], "b's edge: %v", seen)
+	next.kill(syscall.SIGTERM, 30*time.Second)
 }
