@@ -770,9 +770,9 @@ func TestDrillWorkerKilledWithDeferredEvents(t *testing.T) {
 	first.kill(syscall.SIGTERM, 30*time.Second)
 	e.publish("deferred", deferGraph)
 	w := e.spawnWorker()
-	id := e.run("deferred", map[string]any{"long": 30000, "short": 1000})
+	id := e.run("deferred", map[string]any{"long": 20000, "short": 1000})
 	// The first workflow task completed after an activity's completion is
-	// b's: a naps 30 s.
+	// b's: a naps 20 s (within the node's 30 s timeout).
 	after := false
 	e.waitHistoryEvent(id, 2*time.Minute, "no workflow task completed after b's completion", func(ev *historypb.HistoryEvent) bool {
 		switch {
