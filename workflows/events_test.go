@@ -207,3 +207,54 @@ func TestMayDeferBounds(t *testing.T) {
 	i.nodes[1].future = stubFuture{}
 	require.False(t, i.mayDefer(t0), "only a local attempt in flight")
 }
+
+// From interpreter version 5 the attempt whose completion likely ends the
+// run (its outputs reach only outputs, here through a merge) carries its
+// batch OnlyBeforeEffect: an attempt without an outside effect appends
+// none of it, and the run's final flush appends it with the run's last
+// events in one commit. Earlier carriers append as before.
+func TestLastAttemptLeavesItsEventsToTheFinalFlush(t *testing.T) {
+	w := newWF(t, `
+in  input
+a   action in=in.out
+b   action in=a.out
+m   merge  x=b.out
+out output in=m.out
+`, map[string][]step{"a": {{noEffect: true}}, "b": {{noEffect: true}}})
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Len(t, w.f.batches, 2)
+	require.False(t, w.f.batches[0].OnlyBeforeEffect, "a feeds an action")
+	require.True(t, w.f.batches[1].OnlyBeforeEffect, "b feeds only the output, through a local merge")
+	require.Equal(t, []string{
+		"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+		"--", "node.completed a", "edge.taken a.out>b.in", "node.started b",
+		"node.completed b", "edge.taken b.out>m.x", "node.started m", "node.completed m", "edge.taken m.out>out.in",
+		"node.started out", "node.completed out", "run.succeeded",
+	}, w.f.flushes())
+	require.Equal(t, []string{"carried", "flush"}, w.f.appendSources())
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+}
+
+// A sibling still running, or a target that is a regular node, makes an
+// attempt not the likely last.
+func TestLikelyLast(t *testing.T) {
+	plan := parsePlan(t, `
+in  input
+a   action in=in.out
+b   action in=in.out
+c   action in=a.out
+g   gate   in=b.out
+out output in=g.pass
+alt output in=c.out
+`)
+	i := &interpreter{version: 5}
+	for k := range plan.Nodes {
+		i.nodes = append(i.nodes, &node{plan: &plan.Nodes[k]})
+	}
+	n := func(id string) *node { return i.nodeByID(id) }
+	require.False(t, i.likelyLast(n("a")), "a feeds an action")
+	require.True(t, i.likelyLast(n("b")), "b feeds outputs through a gate")
+	require.True(t, i.likelyLast(n("c")))
+	n("a").future = stubFuture{}
+	require.False(t, i.likelyLast(n("c")), "a sibling still runs")
+}
