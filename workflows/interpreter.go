@@ -53,11 +53,7 @@ import (
 //	   decision while regular attempts of the run still run (a fan-out's
 //	   workflow tasks that only collect a sibling's completion) leaves the
 //	   buffered events to the next carrier or flush instead of flushing
-//	   them, bounded by carryBudget and deferMaxAge (events.go, mayDefer);
-//	   the attempt whose completion likely ends the run (likelyLast)
-//	   carries its batch OnlyBeforeEffect, so unless it waits for the
-//	   append before an outside effect the run's final flush appends those
-//	   events with the run's last ones in one commit.
+//	   them, bounded by carryBudget and deferMaxAge (events.go, mayDefer).
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
