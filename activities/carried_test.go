@@ -165,35 +165,3 @@ func writeAction(seen func(context.Context)) catalog.Action {
 	a.Contract.Risk = graph.RiskWorkspaceWrite
 	return a
 }
-
-// A batch carried OnlyBeforeEffect (interpreter version 5: the attempt
-// that likely ends the run) is appended only by an attempt that waits for
-// it before an effect: a read action appends nothing and confirms only
-// what is known appended; a write action appends it before its handler
-// and confirms it.
-func TestOnlyBeforeEffectBatchIsAppendedOnlyBeforeAnEffect(t *testing.T) {
-	t.Parallel()
-	var logged []string
-	var b *bundle
-	b = newBundle(t, carriedDoc, withActions(writeAction(func(context.Context) { logged = eventKeys(t, b) })))
-	carriedRun(t, b)
-
-	in := b.input("echo", graph.KindAction, map[string]string{"in": `{"x":1}`})
-	in.Events = batch(2)
-	in.Events.OnlyBeforeEffect = true
-	res, err := b.runNode(in)
-	require.NoError(t, err)
-	require.Zero(t, res.EventsThrough, "nothing was appended, so nothing is confirmed")
-	// The attempt has answered: an append it had started would be
-	// committing now; none may ever commit.
-	require.Never(t, func() bool { return len(eventKeys(t, b)) > 0 }, 500*time.Millisecond, 50*time.Millisecond,
-		"a read action appended a batch carried OnlyBeforeEffect")
-
-	in = b.input("write", graph.KindAction, map[string]string{"in": `{"x":1}`})
-	in.Events = batch(2)
-	in.Events.OnlyBeforeEffect = true
-	res, err = b.runNode(in)
-	require.NoError(t, err)
-	require.Len(t, logged, 2, "the write action's handler ran before its carried events were in the log")
-	require.Equal(t, 2, res.EventsThrough)
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -151,11 +150,7 @@ func bounded[T any](ctx context.Context, onPanic func(p any) error, fn func() (T
 // before its append commits, or dies with its worker loses nothing: the
 // next carrier or flush appends the events again (keys make repeats
 // harmless), and the run's last flush appends whatever is left before the
-// run is reported closed. A batch marked OnlyBeforeEffect (interpreter
-// version 5: the attempt whose completion likely ends the run) is appended
-// only if the attempt waits for it; otherwise the run's final flush
-// appends it with the run's last events in one commit, instead of that
-// flush waiting for this append to commit first. A run's appends take turns in this process
+// run is reported closed. A run's appends take turns in this process
 // (runAppends): one waiting behind another sends only what is not known
 // committed by then, coalesced with the run's latest waiting batch.
 func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger) nodeRunner {
@@ -168,26 +163,12 @@ func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger)
 		c := &carried{done: make(chan struct{})}
 		// Not the attempt's context: the append may outlive the attempt.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), carriedAppendTimeout)
-		c.start = func() {
-			go func() {
-				defer cancel()
-				defer close(c.done)
-				c.err = appends.carry(actx, in.TenantID, in.RunID, b)
-			}()
-		}
-		if !b.OnlyBeforeEffect {
-			c.begin()
-		}
+		go func() {
+			defer cancel()
+			defer close(c.done)
+			c.err = appends.carry(actx, in.TenantID, in.RunID, b)
+		}()
 		res, err := run(context.WithValue(ctx, carriedKey{}, c), in)
-		if !c.begun() {
-			// OnlyBeforeEffect and the attempt had no effect: nothing is
-			// appended; the run's final flush holds the events.
-			cancel()
-			if err == nil {
-				res.EventsThrough = min(appends.appended.through(in.TenantID, in.RunID), b.Through)
-			}
-			return res, err
-		}
 		if c.awaited.Load() {
 			// The attempt made its append part of its outcome: as it waited.
 			if aerr := c.wait(); aerr != nil {
@@ -232,25 +213,10 @@ type carried struct {
 	done    chan struct{}
 	err     error
 	awaited atomic.Bool // the attempt waited for the append (awaitCarried)
-	// start launches the append; begin calls it once: at the attempt's
-	// start, or at its first wait when the batch is OnlyBeforeEffect.
-	start   func()
-	once    sync.Once
-	started atomic.Bool
 }
-
-func (c *carried) begin() {
-	c.once.Do(func() {
-		c.started.Store(true)
-		c.start()
-	})
-}
-
-func (c *carried) begun() bool { return c.started.Load() }
 
 func (c *carried) wait() error {
 	c.awaited.Store(true)
-	c.begin()
 	<-c.done
 	if c.err != nil {
 		return storeError(execution.ErrAppendRefused, c.err, "append the interpreter's events")

@@ -296,12 +296,6 @@ type EventBatch struct {
 	Events  []EventDraft `json:"events,omitempty"`
 	Run     *RunUpdate   `json:"run,omitempty"`
 	Through int          `json:"through"`
-	// OnlyBeforeEffect (interpreter version 5) asks the activity to append
-	// the batch only if the attempt waits for it before an outside effect
-	// (a write action, an agent): the interpreter sets it on the attempt
-	// whose completion likely ends the run, whose final flush then appends
-	// these events with the run's last ones in one commit.
-	OnlyBeforeEffect bool `json:"onlyBeforeEffect,omitempty"`
 }
 
 // UnmarshalJSON decodes a batch as encoding/json does, into an Events

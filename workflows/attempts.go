@@ -74,7 +74,6 @@ func (i *interpreter) startAttempt(n *node) {
 	}
 	if i.events.carry && !isLocal(n.plan.Kind) {
 		in.Events = i.events.batch() // events.go
-		in.Events.OnlyBeforeEffect = i.version >= 5 && i.likelyLast(n)
 	}
 	timeout := time.Duration(n.plan.TimeoutMs) * time.Millisecond
 	if timeout <= 0 {

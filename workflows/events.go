@@ -11,7 +11,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/weftworks/weft/execution"
-	"github.com/weftworks/weft/graph"
 )
 
 // eventLog buffers the events recorded since the log was last known to
@@ -309,50 +308,6 @@ func (i *interpreter) mayDefer(now time.Time) bool {
 		}
 	}
 	return running
-}
-
-// likelyLast (interpreter version 5) says whether n's attempt, if it
-// succeeds, likely ends the run: no other regular attempt is in flight and
-// its outputs reach only output nodes, directly or through local nodes
-// (merges, gates, validators), which run in the workflow task that
-// collects it. Its carried events are then appended only if the attempt
-// waits for them before an outside effect (EventBatch.OnlyBeforeEffect):
-// otherwise the run's final flush, in that same workflow task, appends
-// them with the run's last events in one commit instead of waiting for the
-// carrier's append to commit first. A guess that proves wrong (the attempt
-// fails, a gate routes elsewhere) costs nothing but that: the events stay
-// buffered until some later carrier or flush appends them, as for any
-// attempt that answers before its append commits.
-func (i *interpreter) likelyLast(n *node) bool {
-	for _, o := range i.nodes {
-		if o != n && o.future != nil && !isLocal(o.plan.Kind) {
-			return false
-		}
-	}
-	var feedsOnlyOutputs func(p *graph.PlanNode, depth int) bool
-	feedsOnlyOutputs = func(p *graph.PlanNode, depth int) bool {
-		if depth > len(i.nodes) {
-			return false // plans are acyclic (checkPlan); this only bounds the walk
-		}
-		for _, out := range p.Outputs {
-			for _, to := range out.To {
-				t := i.nodeByID(to.Node)
-				switch {
-				case t == nil:
-					return false
-				case t.plan.Kind == graph.KindOutput:
-				case isLocal(t.plan.Kind) && t.plan.Kind != graph.KindApproval:
-					if !feedsOnlyOutputs(t.plan, depth+1) {
-						return false
-					}
-				default:
-					return false
-				}
-			}
-		}
-		return true
-	}
-	return feedsOnlyOutputs(n.plan, 0)
 }
 
 // infraActivityOptions are for LoadPlan and AppendEvents: unlike node

@@ -128,11 +128,6 @@ type step struct {
 	// the attempt records the decision (fakes.toolDecisions) and plays the
 	// rest of the step.
 	ask int
-	// noEffect makes the attempt behave like a read action for an
-	// EventBatch.OnlyBeforeEffect batch: it appends none of it. Otherwise
-	// a fake appends what it carries before it plays, like an attempt
-	// with an outside effect.
-	noEffect bool
 	// thenAsk makes the attempt, resumed with the decision on call ask,
 	// stop again before call thenAsk (a second request of one attempt).
 	thenAsk int
@@ -316,12 +311,6 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 		f.mu.Lock()
 		f.batches = append(f.batches, *b)
 		f.mu.Unlock()
-		if b.OnlyBeforeEffect && f.stepFor(in.NodeID, in.Attempt).noEffect {
-			// Like a read action: it waits for no append, so nothing is
-			// appended and nothing confirmed; the final flush will.
-			in.Events = nil
-			return f.playUnannounced(ctx, in)
-		}
 		if len(b.Events) > 0 || b.Run != nil {
 			f.appendFrom("carried", execution.AppendEventsInput{TenantID: in.TenantID, RunID: in.RunID, Events: b.Events, Run: b.Run, Through: b.Through})
 		}
@@ -336,17 +325,6 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 }
 
 func (f *fakes) play(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
-	return f.playChecked(ctx, in, true)
-}
-
-// playUnannounced plays an attempt whose events are appended only before
-// an effect (EventBatch.OnlyBeforeEffect): its node.started may not be
-// in the log yet.
-func (f *fakes) playUnannounced(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
-	return f.playChecked(ctx, in, false)
-}
-
-func (f *fakes) playChecked(ctx context.Context, in execution.NodeInput, mustBeAnnounced bool) (execution.NodeResult, error) {
 	f.mu.Lock()
 	f.inputs = append(f.inputs, in)
 	announced := false
@@ -363,7 +341,7 @@ func (f *fakes) playChecked(ctx context.Context, in execution.NodeInput, mustBeA
 	// effect outside the workflow before then. A re-dispatch may follow a
 	// continue-as-new.
 	local := in.Kind == graph.KindGate || in.Kind == graph.KindValidator || in.Kind == graph.KindMerge || in.Kind == graph.KindApproval
-	if mustBeAnnounced && !announced && in.Redispatch == 0 && !local {
+	if !announced && in.Redispatch == 0 && !local {
 		f.problem("%s attempt %d began before its node.started was appended", in.NodeID, in.Attempt)
 	}
 
