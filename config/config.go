@@ -222,7 +222,15 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	c.Durability = execution.Durability{LeaseTimeoutMs: lease.Milliseconds(), MaxRedispatchMs: maxWait.Milliseconds()}
+	deferFor, err := durationEnv(get, "WEFT_EVENT_DEFER", time.Duration(dd.EventDeferMs)*time.Millisecond)
+	if err != nil {
+		return Config{}, err
+	}
+	if deferFor < time.Millisecond {
+		return Config{}, fmt.Errorf("config: WEFT_EVENT_DEFER must be at least 1ms, got %s", deferFor)
+	}
+	c.Durability = execution.Durability{LeaseTimeoutMs: lease.Milliseconds(), MaxRedispatchMs: maxWait.Milliseconds(),
+		EventDeferMs: deferFor.Milliseconds()}
 	if c.Durability.MaxRedispatches, err = intEnv(get, "WEFT_INFRA_MAX_REDISPATCHES", dd.MaxRedispatches); err != nil {
 		return Config{}, err
 	}

@@ -90,13 +90,14 @@ func TestDurabilitySettings(t *testing.T) {
 	require.Equal(t, DefaultWorkerDrain, c.WorkerDrain, "defaults: drain %v, durability %+v", c.WorkerDrain, c.Durability)
 	require.True(t, c.Durability == execution.DefaultDurability, "defaults: drain %v, durability %+v", c.WorkerDrain, c.Durability)
 	c, err = FromEnv(env(map[string]string{"WEFT_WORKER_DRAIN": "90s", "WEFT_LEASE_TIMEOUT": "2s",
-		"WEFT_INFRA_MAX_REDISPATCHES": "5", "WEFT_INFRA_MAX_WAIT": "10m"}))
+		"WEFT_INFRA_MAX_REDISPATCHES": "5", "WEFT_INFRA_MAX_WAIT": "10m", "WEFT_EVENT_DEFER": "250ms"}))
 	require.NoError(t, err)
-	want := execution.Durability{LeaseTimeoutMs: 2000, MaxRedispatches: 5, MaxRedispatchMs: 600_000}
+	want := execution.Durability{LeaseTimeoutMs: 2000, MaxRedispatches: 5, MaxRedispatchMs: 600_000, EventDeferMs: 250}
 	require.Equal(t, time.Duration(90*time.Second), c.WorkerDrain, "drain %v, durability %+v", c.WorkerDrain, c.Durability)
 	require.True(t, c.Durability == want, "drain %v, durability %+v", c.WorkerDrain, c.Durability)
 	for name, m := range map[string]map[string]string{
 		"drain not a duration":  {"WEFT_WORKER_DRAIN": "25"},
+		"no event deferral":     {"WEFT_EVENT_DEFER": "0s"},
 		"negative drain":        {"WEFT_WORKER_DRAIN": "-1s"},
 		"lease below 1s":        {"WEFT_LEASE_TIMEOUT": "500ms"},
 		"zero re-dispatches":    {"WEFT_INFRA_MAX_REDISPATCHES": "0"},

@@ -766,6 +766,11 @@ const deferGraph = `{
 func TestDrillWorkerKilledWithDeferredEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	// The deferral's own timer would flush b's completion 1 s after it
+	// (Durability.EventDeferMs); two minutes leave the kill below all the
+	// time it needs on a loaded machine.
+	e.cfg.Durability.EventDeferMs = (2 * time.Minute).Milliseconds()
+	e.serveAPI(e.st)
 	first := e.spawnWorker() // publishes the drill actions
 	first.kill(syscall.SIGTERM, 30*time.Second)
 	e.publish("deferred", deferGraph)

@@ -54,6 +54,11 @@ type Durability struct {
 	// MaxRedispatchMs bounds, in workflow time, how long after its first
 	// infrastructure fault a node may still be re-dispatched.
 	MaxRedispatchMs int64 `json:"maxRedispatchMs,omitempty"`
+	// EventDeferMs bounds, in workflow time, how long a workflow task that
+	// only collects completions while siblings run may leave its events
+	// unappended (interpreter version 5): a node's completion reaches the
+	// log and the event stream at most about this long after it.
+	EventDeferMs int64 `json:"eventDeferMs,omitempty"`
 }
 
 // DefaultDurability: a lost worker is noticed within 5 s, and a node keeps
@@ -63,6 +68,7 @@ var DefaultDurability = Durability{
 	LeaseTimeoutMs:  5_000,
 	MaxRedispatches: 20,
 	MaxRedispatchMs: (30 * time.Minute).Milliseconds(),
+	EventDeferMs:    time.Second.Milliseconds(),
 }
 
 // MinLeaseTimeout bounds LeaseTimeoutMs from below: heartbeats go out three
@@ -79,6 +85,9 @@ func (d Durability) WithDefaults() Durability {
 	}
 	if d.MaxRedispatchMs <= 0 {
 		d.MaxRedispatchMs = DefaultDurability.MaxRedispatchMs
+	}
+	if d.EventDeferMs <= 0 {
+		d.EventDeferMs = DefaultDurability.EventDeferMs
 	}
 	return d
 }

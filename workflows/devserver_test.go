@@ -44,6 +44,8 @@ type devScenario struct {
 	cancel  []string // cancel the run once these nodes' attempts have begun
 	// cancelWaiting cancels the run once this node waits for a decision.
 	cancelWaiting string
+	// releaseWhen lets hanging fakes return once this event is in the log.
+	releaseWhen *devEvent
 	// decide sends these approve updates, each once its node waits (and
 	// its after event, when set, is in the log).
 	decide []devDecision
@@ -117,6 +119,30 @@ out output in=m.out
 		},
 		fakes: func(t *testing.T, f *fakes) {
 			require.Equal(t, []string{"flush", "flush"}, f.appendSources(), "the fan-out's flush and the run's last")
+		},
+	},
+	{
+		// Interpreter version 5: a's completion is deferred while c runs,
+		// and c hangs until a's completion is in the log: only the
+		// deferral's timer can flush it (c is released once it is).
+		name: "fanout-collect-long", status: execution.StatusSucceeded,
+		desc: `
+in  input
+a   action in=in.out
+c   action in=in.out
+m   merge  x=a.out z=c.out
+out output in=m.out
+`,
+		steps:       map[string][]step{"c": {{hang: true}}},
+		releaseWhen: &devEvent{typ: execution.EventNodeCompleted, node: "a"},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "edge.taken in.out>c.in",
+			"node.started a", "node.started c", "node.completed a", "edge.taken a.out>m.x",
+			"node.completed c", "edge.taken c.out>m.z", "node.started m", "node.completed m", "edge.taken m.out>out.in",
+			"node.started out", "node.completed out", "run.succeeded",
+		},
+		fakes: func(t *testing.T, f *fakes) {
+			require.Equal(t, []string{"flush", "flush", "flush"}, f.appendSources(), "the fan-out's flush, the deferral's and the run's last")
 		},
 	},
 	{
@@ -448,6 +474,10 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 		}, 10*time.Second, 20*time.Millisecond)
 		require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), ""))
 	}
+	if e := sc.releaseWhen; e != nil {
+		waitForEvent(t, f, e.typ, e.node)
+		f.releaseAll()
+	}
 	if sc.cancelWaiting != "" {
 		waitForEvent(t, f, execution.EventNodeApprovalRequested, sc.cancelWaiting)
 		require.NoError(t, c.CancelWorkflow(ctx, run.GetID(), ""))
@@ -518,6 +548,9 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 }
 
 // waitForEvent waits until the fakes hold an event of typ (of node, when set).
+// devEvent names an event by type and node ("" for any node).
+type devEvent struct{ typ, node string }
+
 func waitForEvent(t *testing.T, f *fakes, typ, node string) {
 	t.Helper()
 	require.Eventually(t, func() bool {

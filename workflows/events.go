@@ -252,6 +252,7 @@ func (i *interpreter) flushOrCarry() error {
 		return i.flush()
 	case regular == 0 && local == 0:
 		if i.version >= 5 && i.mayDefer(i.now()) {
+			i.armDeferTimer()
 			return nil
 		}
 		return i.flush()
@@ -266,36 +267,39 @@ func (i *interpreter) flushOrCarry() error {
 	return nil
 }
 
-// deferMaxAge bounds, in workflow time, how long an iteration that starts
-// nothing leaves buffered events to the next carrier or flush (mayDefer):
-// a fan-out's siblings of quick nodes end well within it, so their
-// collect-only workflow tasks append nothing, while a node that ran long
-// still shows its completion in the log within about this much after the
-// next workflow task of the run.
-const deferMaxAge = time.Second
+// deferMaxAge bounds how long an iteration that starts nothing leaves
+// buffered events to the next carrier or flush (mayDefer; the run's
+// Durability.EventDeferMs, 1 s by default): a fan-out's siblings of quick
+// nodes end well within it, so their collect-only workflow tasks append
+// nothing, while a sibling's completion still reaches the log about this
+// long after it, however long the others run (armDeferTimer).
+func (i *interpreter) deferMaxAge() time.Duration {
+	return time.Duration(i.durability.WithDefaults().EventDeferMs) * time.Millisecond
+}
 
 // mayDefer (interpreter version 5; now is workflow time) says whether an iteration that starts
 // nothing may leave the buffer as it is instead of flushing it: the
 // workflow task only collected completions (a fan-out's siblings ending
 // one by one) while other regular attempts of the run are still running,
 // and no timer or approval is in play. The next workflow task comes when
-// one of those attempts ends (completes, fails, or times out: each is
-// bounded by its node's timeout and heartbeat), and then the buffer is
-// carried by the one attempt it starts, or flushed (several attempts, a
-// timer, a decision, the run's end, continue-as-new, a cancellation).
+// one of those attempts ends, or when armDeferTimer's timer fires
+// (deferMaxAge after the oldest buffered event), and then the buffer is
+// carried by the one attempt it starts, or flushed (the timer, several
+// attempts, a node's timer, a decision, the run's end, continue-as-new, a
+// cancellation).
 // Nothing waits on these events meanwhile: they are node.completed,
 // node.attempt.failed and edge events of attempts that already ended, and
 // nothing they lead to has started. The buffer stays bounded by
 // carryBudget bytes, so any later carrier can take it, and by deferMaxAge:
 // the first iteration that finds its oldest event older than that flushes.
 // What it trades: an early sibling's completion reaches the event stream
-// at a later sibling's workflow task instead of its own.
+// up to deferMaxAge later than its own workflow task, for one commit less.
 func (i *interpreter) mayDefer(now time.Time) bool {
 	l := &i.events
 	if l.update != nil || l.size() > carryBudget {
 		return false
 	}
-	if len(l.pending) > 0 && now.Sub(l.pending[0].At) >= deferMaxAge {
+	if len(l.pending) > 0 && now.Sub(l.pending[0].At) >= i.deferMaxAge() {
 		return false
 	}
 	running := false
@@ -308,6 +312,39 @@ func (i *interpreter) mayDefer(now time.Time) bool {
 		}
 	}
 	return running
+}
+
+// armDeferTimer makes sure a timer fires by the time the oldest buffered
+// event is deferMaxAge old (workflow time), unless one already does. A
+// workflow task comes only when something of the run ends, so without it a
+// fan-out sibling's completion would wait for the next sibling to end,
+// however long that takes. The timer is left alone when something else
+// flushes or carries the buffer first: at the run's end it is dropped with
+// the execution, and if it fires on an empty buffer its workflow task does
+// nothing, which is cheaper than cancelling it in every run.
+func (i *interpreter) armDeferTimer() {
+	l := &i.events
+	if i.deferTimer != nil || len(l.pending) == 0 {
+		return
+	}
+	left := i.deferMaxAge() - i.now().Sub(l.pending[0].At)
+	i.deferTimer = workflow.NewTimerWithOptions(i.work, max(left, time.Millisecond), workflow.TimerOptions{
+		Summary: "events · flush deferred",
+	})
+}
+
+// collectDeferTimer: once armDeferTimer's timer has fired, the next
+// iteration flushes whatever is buffered (nothing, if a carrier or a flush
+// took it meanwhile).
+func (i *interpreter) collectDeferTimer() {
+	if i.deferTimer == nil || !i.deferTimer.IsReady() {
+		return
+	}
+	_ = i.deferTimer.Get(i.work, nil) // only a cancellation errs, and nothing cancels it
+	i.deferTimer = nil
+	if len(i.events.pending) > 0 {
+		i.events.flushNow = true
+	}
 }
 
 // infraActivityOptions are for LoadPlan and AppendEvents: unlike node

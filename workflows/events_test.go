@@ -182,8 +182,11 @@ func TestMayDeferBounds(t *testing.T) {
 	require.False(t, i.mayDefer(t0), "no attempt in flight: flush")
 	i.nodes[1].future = stubFuture{}
 	require.True(t, i.mayDefer(t0), "a sibling still runs")
-	require.True(t, i.mayDefer(t0.Add(deferMaxAge-time.Millisecond)))
-	require.False(t, i.mayDefer(t0.Add(deferMaxAge)), "the oldest event is deferMaxAge old")
+	require.True(t, i.mayDefer(t0.Add(time.Second-time.Millisecond)))
+	require.False(t, i.mayDefer(t0.Add(time.Second)), "the oldest event is deferMaxAge (1 s by default) old")
+	i.durability.EventDeferMs = 5000
+	require.True(t, i.mayDefer(t0.Add(time.Second)), "the run's Durability sets deferMaxAge")
+	require.False(t, i.mayDefer(t0.Add(5*time.Second)))
 
 	i.events.pending[0].Data = json.RawMessage(`"` + strings.Repeat("x", carryBudget) + `"`)
 	require.False(t, i.mayDefer(t0), "above carryBudget")

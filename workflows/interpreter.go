@@ -53,7 +53,9 @@ import (
 //	   decision while regular attempts of the run still run (a fan-out's
 //	   workflow tasks that only collect a sibling's completion) leaves the
 //	   buffered events to the next carrier or flush instead of flushing
-//	   them, bounded by carryBudget and deferMaxAge (events.go, mayDefer).
+//	   them, bounded by carryBudget and by deferMaxAge (Durability's
+//	   EventDeferMs), a timer firing when the oldest is that old
+//	   (events.go, mayDefer, armDeferTimer).
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -120,6 +122,11 @@ type interpreter struct {
 	p    execution.RunParams
 
 	nodes []*node // compiled order
+	// deferTimer (version 5) fires deferMaxAge after the oldest event an
+	// iteration left buffered (mayDefer), so that a collect-only workflow
+	// task's events reach the log within about that much wall time even
+	// while a sibling runs for long; nil when none is armed.
+	deferTimer workflow.Future
 	// ports holds every resolved output port by "node.port": fired with a
 	// value, or dead. Absent means unresolved. Lookups only, never iterated.
 	ports map[string]execution.PortSlot
@@ -358,6 +365,9 @@ func (i *interpreter) wait() {
 		// Unreachable: route fails the run with NO_OUTPUT when nothing is alive.
 		panic("weft interpreter: waiting with nothing in flight")
 	}
+	if i.deferTimer != nil {
+		sel.AddFuture(i.deferTimer, func(workflow.Future) {})
+	}
 	sel.AddReceive(i.root.Done(), func(c workflow.ReceiveChannel, _ bool) { c.Receive(i.work, nil) })
 	sel.Select(i.work)
 }
@@ -402,6 +412,7 @@ func (i *interpreter) collect() {
 			i.settleApproval(n) // approvals.go
 		}
 	}
+	i.collectDeferTimer() // events.go
 }
 
 // activityInFlight reports whether any attempt is running or about to start.
