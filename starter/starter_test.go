@@ -738,3 +738,56 @@ func TestCachedReadsNeverOutliveAChange(t *testing.T) {
 	require.Equal(t, first.RunID, again.RunID, "a repeated key: %+v", again)
 	require.Equal(t, 1, again.Revision, "a repeated key keeps what it started: %+v", again)
 }
+
+// TestEnqueueGivesUpWhenItsReadsKeepChanging: when what an enqueue was
+// decided with changed before its statement every time (the statement
+// made to raise WF002 on every call, in this test's own database), the
+// starter reads afresh and decides again maxFreshAttempts times, then
+// answers UNAVAILABLE, having written nothing.
+func TestEnqueueGivesUpWhenItsReadsKeepChanging(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	publish(t, b.st, b.t1, "notes", notesGraph)
+	enqueue := func(key string) (Accepted, error) {
+		return b.starter.Enqueue(ctx, Request{WorkflowKey: "notes", Input: json.RawMessage(`{}`), IdempotencyKey: key},
+			trusted(b.t1, "notes.write"))
+	}
+	first, err := enqueue("k1")
+	require.NoError(t, err)
+	require.True(t, first.Created, "first = %+v", first)
+
+	// nextval is not undone by the exception, so the sequence counts calls.
+	_, err = b.st.Pool.Exec(ctx, `CREATE SEQUENCE checked_calls;
+CREATE OR REPLACE FUNCTION weft_enqueue_run_checked(
+    p_run text, p_tenant text, p_key text, p_idempotency_key text, p_revision integer, p_draft_revision integer,
+    p_checksum text, p_mode text, p_input jsonb, p_input_hash text, p_origin jsonb, p_actor jsonb,
+    p_permissions text[], p_fixtures jsonb, p_workflow_id text, p_usage jsonb, p_tenant_name text,
+    p_tool_grants text[], p_tool_policy text[], p_budget jsonb, p_budget_max_tokens bigint,
+    p_budget_max_cost_usd numeric, p_exclusive boolean,
+    p_named_revision integer, p_limit_tokens bigint, p_limit_cost float8, p_revoked_of text, p_revoked text[])
+RETURNS TABLE (o_created boolean, o_run_id text, o_tenant_id text, o_tenant_name text, o_workflow_key text,
+    o_revision integer, o_draft_revision integer, o_checksum text, o_mode text, o_status text, o_input jsonb,
+    o_input_hash text, o_output jsonb, o_error jsonb, o_origin jsonb, o_actor jsonb, o_permissions text[],
+    o_fixtures jsonb, o_workflow_id text, o_temporal_run_id text, o_usage jsonb, o_created_at timestamptz,
+    o_started_at timestamptz, o_finished_at timestamptz, o_tool_grants text[], o_tool_policy text[],
+    o_admitted_at timestamptz, o_budget jsonb, o_budget_max_tokens bigint, o_budget_max_cost_usd float8,
+    o_position bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM nextval('checked_calls');
+    RAISE EXCEPTION 'changed' USING ERRCODE = 'WF002';
+END
+$$;`)
+	require.NoError(t, err)
+
+	_, err = enqueue("k2")
+	wantCode(t, err, failure.CodeUnavailable)
+	require.ErrorIs(t, err, store.ErrEnqueueReadsChanged)
+	var calls int
+	require.NoError(t, b.st.Pool.QueryRow(ctx, `SELECT last_value FROM checked_calls`).Scan(&calls))
+	require.Equal(t, 1+maxFreshAttempts, calls, "the cached decision, then one statement per fresh read")
+	var runs int
+	require.NoError(t, b.st.Pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE tenant_id = $1`, b.t1).Scan(&runs))
+	require.Equal(t, 1, runs, "only k1's run")
+}
