@@ -308,7 +308,9 @@ func (b *EventBatch) UnmarshalJSON(data []byte) error {
 	type plain EventBatch // the same fields without this method
 	var p plain
 	if n := bytes.Count(data, eventKeyMember); n > 0 {
-		p.Events = make([]EventDraft, 0, n)
+		// Values may hold "key" too: no more events than the bytes could
+		// encode, so a value full of them cannot inflate the allocation.
+		p.Events = make([]EventDraft, 0, min(n, len(data)/minEventJSONBytes+1))
 	}
 	if err := json.Unmarshal(data, &p); err != nil {
 		return err
@@ -321,6 +323,11 @@ func (b *EventBatch) UnmarshalJSON(data []byte) error {
 }
 
 var eventKeyMember = []byte(`"key"`)
+
+// minEventJSONBytes is less than any of weft's events takes encoded (a
+// key holding the run id, a dotted type, a time); a smaller one would only
+// make the slice grow once more.
+const minEventJSONBytes = 64
 
 // NodeResult is what a node activity returns.
 type NodeResult struct {

@@ -141,3 +141,15 @@ func BenchmarkEventBatchDecode(b *testing.B) {
 		}
 	})
 }
+
+// A value full of "key" members does not size the Events slice: the
+// count is capped by what the bytes could encode.
+func TestEventBatchUnmarshalCapsItsGuess(t *testing.T) {
+	value := `{` + strings.Repeat(`"key":1,`, 10_000) + `"end":1}`
+	data := []byte(`{"events":[{"key":"r/a/1/node.completed","type":"node.completed","at":"2026-01-02T03:04:05Z","data":` +
+		value + `}],"through":1}`)
+	var b EventBatch
+	require.NoError(t, json.Unmarshal(data, &b))
+	require.Len(t, b.Events, 1)
+	require.LessOrEqual(t, cap(b.Events), len(data)/minEventJSONBytes+1)
+}
