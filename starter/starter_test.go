@@ -757,23 +757,16 @@ func TestEnqueueGivesUpWhenItsReadsKeepChanging(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, first.Created, "first = %+v", first)
 
+	// The migration's own signature, with a body that always raises;
 	// nextval is not undone by the exception, so the sequence counts calls.
+	sql, err := os.ReadFile("../store/migrations/00024_enqueue_run_checked.sql")
+	require.NoError(t, err)
+	head, _, ok := strings.Cut(string(sql), "LANGUAGE plpgsql AS $$")
+	require.True(t, ok, "migration 00024 defines a plpgsql function")
+	_, signature, ok := strings.Cut(head, "CREATE FUNCTION ")
+	require.True(t, ok, "migration 00024 creates a function")
 	_, err = b.st.Pool.Exec(ctx, `CREATE SEQUENCE checked_calls;
-CREATE OR REPLACE FUNCTION weft_enqueue_run_checked(
-    p_run text, p_tenant text, p_key text, p_idempotency_key text, p_revision integer, p_draft_revision integer,
-    p_checksum text, p_mode text, p_input jsonb, p_input_hash text, p_origin jsonb, p_actor jsonb,
-    p_permissions text[], p_fixtures jsonb, p_workflow_id text, p_usage jsonb, p_tenant_name text,
-    p_tool_grants text[], p_tool_policy text[], p_budget jsonb, p_budget_max_tokens bigint,
-    p_budget_max_cost_usd numeric, p_exclusive boolean,
-    p_named_revision integer, p_limit_tokens bigint, p_limit_cost float8, p_revoked_of text, p_revoked text[])
-RETURNS TABLE (o_created boolean, o_run_id text, o_tenant_id text, o_tenant_name text, o_workflow_key text,
-    o_revision integer, o_draft_revision integer, o_checksum text, o_mode text, o_status text, o_input jsonb,
-    o_input_hash text, o_output jsonb, o_error jsonb, o_origin jsonb, o_actor jsonb, o_permissions text[],
-    o_fixtures jsonb, o_workflow_id text, o_temporal_run_id text, o_usage jsonb, o_created_at timestamptz,
-    o_started_at timestamptz, o_finished_at timestamptz, o_tool_grants text[], o_tool_policy text[],
-    o_admitted_at timestamptz, o_budget jsonb, o_budget_max_tokens bigint, o_budget_max_cost_usd float8,
-    o_position bigint)
-LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION `+signature+`LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM nextval('checked_calls');
     RAISE EXCEPTION 'changed' USING ERRCODE = 'WF002';
