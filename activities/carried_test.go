@@ -165,3 +165,102 @@ func writeAction(seen func(context.Context)) catalog.Action {
 	a.Contract.Risk = graph.RiskWorkspaceWrite
 	return a
 }
+
+// identityBatch is a buffer as interpreter version 4 on keys it (run,
+// node, attempt, type, discriminator), times with nanoseconds as workflow
+// time has them, through ordinal through (of the first n events below).
+func identityBatch(n int) *execution.EventBatch {
+	at := time.Date(2026, 12, 2, 8, 2, 13, 628871123, time.UTC)
+	all := []execution.EventDraft{
+		{Key: "run-1/-/0/run.started", Type: execution.EventRunStarted, Data: json.RawMessage(`{"mode":"live","checksum":"c"}`)},
+		{Key: "run-1/echo/1/node.started", Type: execution.EventNodeStarted, NodeID: "echo", Attempt: 1, Data: json.RawMessage(`{"kind":"action"}`)},
+		{Key: "run-1/echo/1/node.completed", Type: execution.EventNodeCompleted, NodeID: "echo", Attempt: 1,
+			Data: json.RawMessage(`{"port":"out","output":{"x":1,"apiToken":"hidden","z":[3,2,1]}}`)},
+		{Key: "run-1/echo/1/edge.taken/echo.out>write.in", Type: execution.EventEdgeTaken, NodeID: "echo", Attempt: 1,
+			Data: json.RawMessage(`{"from":"echo.out","to":"write.in"}`)},
+		{Key: "run-1/write/1/node.attempt.lease_lost/r1", Type: execution.EventNodeAttemptLeaseLost, NodeID: "write", Attempt: 1},
+		{Key: "run-1/write/1/node.started", Type: execution.EventNodeStarted, NodeID: "write", Attempt: 1, Data: json.RawMessage(`{"kind":"action"}`)},
+	}
+	b := &execution.EventBatch{Through: n + 10, Run: &execution.RunUpdate{Status: execution.StatusRunning, TemporalRunID: "01a235c6-89b9"}}
+	for k, e := range all[:n] {
+		e.At = at.Add(time.Duration(k*3_141_593) * time.Nanosecond)
+		if k == 3 {
+			e.At = e.At.Add(-7 * time.Millisecond).In(time.FixedZone("X", 3600)) // earlier than the one before
+		}
+		b.Events = append(b.Events, e)
+	}
+	return b
+}
+
+// The compact form (interpreter version 6, NodeInput.Carried) leaves the
+// log exactly as the plain form of version 5 leaves it for the same
+// events: the same rows (keys, types, nodes, attempts, times, redacted
+// data) and the same hash chain, and the same run row. Two databases, the
+// same run, the same attempts: one worker given plain inputs, the other
+// compact ones, each through Temporal's JSON payloads.
+func TestCompactCarriedEventsLogWhatThePlainFormLogs(t *testing.T) {
+	t.Parallel()
+	type rowSet struct {
+		events [][]any
+		run    []any
+	}
+	logOf := func(compact bool) rowSet {
+		b := newBundle(t, carriedDoc, withActions(writeAction(func(context.Context) {})))
+		carriedRun(t, b)
+		for _, n := range []int{4, 6} { // the second attempt carries the first's events again
+			in := b.input("write", graph.KindAction, map[string]string{"in": `{"x":1}`})
+			in.Attempt = n / 2
+			batch := identityBatch(n)
+			if compact {
+				c, ok := execution.CompactBatchOf(in.RunID, batch.Events, batch.Run, batch.Through)
+				require.True(t, ok)
+				in.Carried = c
+			} else {
+				in.Events = batch
+			}
+			res, err := b.runNode(in)
+			require.NoError(t, err)
+			require.Equal(t, batch.Through, res.EventsThrough, "a write action waits for its append")
+		}
+		require.NoError(t, b.st.VerifyChain(context.Background(), tenant, "run-1"))
+		ctx := context.Background()
+		rows, err := b.st.Pool.Query(ctx, `SELECT seq, event_key, type, schema_version, at, node_id, attempt, data::text, prev_hash, hash
+			FROM run_events WHERE run_id = 'run-1' ORDER BY seq`)
+		require.NoError(t, err)
+		var out rowSet
+		for rows.Next() {
+			v, err := rows.Values()
+			require.NoError(t, err)
+			out.events = append(out.events, v)
+		}
+		require.NoError(t, rows.Err())
+		var status, temporalRunID string
+		var started time.Time
+		require.NoError(t, b.st.Pool.QueryRow(ctx, `SELECT status, temporal_run_id, started_at FROM runs WHERE run_id = 'run-1'`).
+			Scan(&status, &temporalRunID, &started))
+		out.run = []any{status, temporalRunID, started.UTC()}
+		return out
+	}
+	plain, compact := logOf(false), logOf(true)
+	require.Len(t, plain.events, 6)
+	require.Equal(t, plain, compact)
+	require.Contains(t, plain.events[2][7], `"[REDACTED]"`, "the data went through the store's evidence path")
+}
+
+// A compact batch that does not name its events is refused before the
+// node runs: permanently (the same input cannot succeed), and nothing of
+// it is appended.
+func TestMalformedCompactBatchIsRefused(t *testing.T) {
+	t.Parallel()
+	var called atomic.Bool
+	b := newBundle(t, carriedDoc, withActions(writeAction(func(context.Context) { called.Store(true) })))
+	carriedRun(t, b)
+	in := b.input("write", graph.KindAction, map[string]string{"in": `{"x":1}`})
+	in.Carried = &execution.CompactBatch{Base: time.Now(), Through: 1,
+		Events: []execution.CompactEvent{{Key: "write/01/node.started"}}}
+	_, err := b.runNode(in)
+	app := wantAppErr(t, err, execution.ErrAppendRefused, true)
+	require.Contains(t, app.Message(), execution.CodeCarriedInvalid)
+	require.False(t, called.Load())
+	require.Empty(t, eventKeys(t, b))
+}

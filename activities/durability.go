@@ -132,7 +132,8 @@ func bounded[T any](ctx context.Context, onPanic func(p any) error, fn func() (T
 }
 
 // withCarriedEvents appends the interpreter events an attempt carries
-// (NodeInput.Events, interpreter version 2) and reports how far the run's
+// (NodeInput.Events from interpreter version 2, NodeInput.Carried from
+// version 6) and reports how far the run's
 // events are known to be appended (NodeResult.EventsThrough). The append
 // starts with the attempt and runs while the node prepares (revision,
 // authority, mapping, schema checks: reads only). Whatever has an effect
@@ -155,11 +156,16 @@ func bounded[T any](ctx context.Context, onPanic func(p any) error, fn func() (T
 // committed by then, coalesced with the run's latest waiting batch.
 func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger) nodeRunner {
 	return func(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
-		b := in.Events
+		// Either form (interpreter version 6 sends the compact one),
+		// expanded to the events the plain form holds.
+		b, err := in.CarriedEvents()
+		if err != nil {
+			return execution.NodeResult{}, permanent(execution.ErrAppendRefused, err, "decode the carried events: %v", err)
+		}
 		if b == nil {
 			return run(ctx, in)
 		}
-		in.Events = nil // the node itself never sees them
+		in.Events, in.Carried = nil, nil // the node itself never sees them
 		c := &carried{done: make(chan struct{})}
 		// Not the attempt's context: the append may outlive the attempt.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), carriedAppendTimeout)

@@ -282,6 +282,13 @@ type NodeInput struct {
 	// the activity appends, before anything with an outside effect (the
 	// interpreter's buffer riding along instead of a flush of its own).
 	Events *EventBatch `json:"events,omitempty"`
+	// Carried is Events in the compact form of interpreter version 6
+	// (CompactBatch): read both through CarriedEvents. It is a member of
+	// its own so that a worker of an earlier release, which does not know
+	// it, appends nothing and reports nothing appended
+	// (NodeResult.EventsThrough 0): the events stay in the interpreter's
+	// buffer and the next carrier or flush appends them.
+	Carried *CompactBatch `json:"carried,omitempty"`
 	// Approval is the node's latest decided tool approval: the agent
 	// harness applies it to that call (Call.Ordinal) if it is still
 	// pending, and to nothing else.

@@ -31,6 +31,16 @@ func chain10Input(t testing.TB) execution.NodeInput {
 	return in
 }
 
+// compactInput is in as interpreter version 6 sends it: the carried
+// events in the compact form (NodeInput.Carried) instead of the plain one.
+func compactInput(t testing.TB, in execution.NodeInput) execution.NodeInput {
+	b := in.Events
+	c, ok := execution.CompactBatchOf(in.RunID, b.Events, b.Run, b.Through)
+	require.True(t, ok)
+	in.Events, in.Carried = nil, c
+	return in
+}
+
 func chain10Result() execution.NodeResult {
 	return execution.NodeResult{Port: "out", Value: execution.Value{Inline: json.RawMessage(`{"n":42,"text":"hello from weftbench"}`)}, EventsThrough: 11}
 }
@@ -42,7 +52,7 @@ func TestDataConverterWritesWhatTheDefaultWrites(t *testing.T) {
 	in := chain10Input(t)
 	res := chain10Result()
 	values := []any{
-		in, &in, res, &res,
+		in, &in, res, &res, compactInput(t, in),
 		execution.AppendEventsInput{TenantID: "t", RunID: "r", Events: in.Events.Events, Through: 14},
 		execution.RunParams{TenantID: "t", RunID: "r", Mode: execution.ModeLive},
 		// Not weft's: the default converter's own choices.
@@ -87,16 +97,24 @@ func TestDataConverterWritesWhatTheDefaultWrites(t *testing.T) {
 // task schedules it, its result as the attempt answers.
 //
 //	go test ./temporalclient -run '^$' -bench Payload -benchmem
+//
+// "weft-compact" is the same input as interpreter version 6 sends it
+// (the carried events in the compact form).
 func BenchmarkNodeInputPayload(b *testing.B) {
 	in := chain10Input(b)
 	for _, c := range []struct {
 		name string
 		dc   converter.DataConverter
-	}{{"default", converter.GetDefaultDataConverter()}, {"weft", temporalclient.DataConverter()}} {
+		in   execution.NodeInput
+	}{
+		{"default", converter.GetDefaultDataConverter(), in},
+		{"weft", temporalclient.DataConverter(), in},
+		{"weft-compact", temporalclient.DataConverter(), compactInput(b, in)},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.dc.ToPayloads(in); err != nil {
+				if _, err := c.dc.ToPayloads(c.in); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -130,17 +148,28 @@ func BenchmarkNodeResultPayload(b *testing.B) {
 // ActivityTaskScheduled event, the activity task) and decoded. "events=N"
 // carries N of the recorded input's 14 events, so the difference between
 // the cases over the difference in payload bytes is what one carried byte
-// costs in allocations.
+// costs in allocations. "compact-events=N" is the same input as
+// interpreter version 6 sends it, the carried events in the compact form,
+// which the activity expands (NodeInput.CarriedEvents) as part of its
+// decoding.
 //
 //	go test ./temporalclient -run '^$' -bench AttemptInputTrip -benchmem
 func BenchmarkAttemptInputTrip(b *testing.B) {
 	full := chain10Input(b)
 	dc := temporalclient.DataConverter()
-	for _, n := range []int{0, 3, 14} {
+	for _, c := range []struct {
+		n       int
+		compact bool
+	}{{0, false}, {3, false}, {14, false}, {3, true}, {14, true}} {
+		n := c.n
 		in := full
 		batch := *full.Events
 		batch.Events = batch.Events[len(batch.Events)-n:]
 		in.Events = &batch
+		name := fmt.Sprintf("events=%d", n)
+		if c.compact {
+			in, name = compactInput(b, in), "compact-"+name
+		}
 		p, err := dc.ToPayloads(in)
 		require.NoError(b, err)
 		// What the server sends back (its marshalling is not this process's).
@@ -149,7 +178,7 @@ func BenchmarkAttemptInputTrip(b *testing.B) {
 		require.NoError(b, err)
 		task, err := proto.Marshal(&workflowservice.PollActivityTaskQueueResponse{ActivityId: "5", Input: p})
 		require.NoError(b, err)
-		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				p, err := dc.ToPayloads(in)
@@ -171,6 +200,9 @@ func BenchmarkAttemptInputTrip(b *testing.B) {
 				}
 				var got execution.NodeInput
 				if err := dc.FromPayloads(t.Input, &got); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := got.CarriedEvents(); err != nil {
 					b.Fatal(err)
 				}
 			}
