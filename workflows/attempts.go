@@ -73,7 +73,7 @@ func (i *interpreter) startAttempt(n *node) {
 		in.Approval = &decided // the harness applies it to that call, if still pending
 	}
 	if i.events.carry && !isLocal(n.plan.Kind) {
-		in.Events = i.events.batch() // events.go
+		i.carryIn(&in) // events.go
 	}
 	timeout := time.Duration(n.plan.TimeoutMs) * time.Millisecond
 	if timeout <= 0 {

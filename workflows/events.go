@@ -70,6 +70,26 @@ func (l *eventLog) batch() *execution.EventBatch {
 	return &execution.EventBatch{Events: slices.Clone(l.pending), Run: l.update, Through: l.ordinal}
 }
 
+// carryIn puts the buffer in the input of the attempt that carries it:
+// from version 6 in the compact form (NodeInput.Carried: keys relative to
+// the run, no field the key names, times as offsets), which the activities
+// expand to exactly the events the plain form holds as the store keeps
+// them; the plain form (NodeInput.Events) before, or for a batch the
+// compact form cannot hold exactly. A worker of the release before version
+// 6 ignores the compact member: it appends nothing and confirms nothing,
+// so the events stay buffered until a carrier of this release or a flush
+// appends them.
+func (i *interpreter) carryIn(in *execution.NodeInput) {
+	l := &i.events
+	if i.version >= 6 {
+		if c, ok := execution.CompactBatchOf(l.runID, l.pending, l.update, l.ordinal); ok {
+			in.Carried = c
+			return
+		}
+	}
+	in.Events = l.batch()
+}
+
 // size approximates the buffer's encoded bytes.
 func (l *eventLog) size() int {
 	n := 0

@@ -210,3 +210,65 @@ func TestMayDeferBounds(t *testing.T) {
 	i.nodes[1].future = stubFuture{}
 	require.False(t, i.mayDefer(t0), "only a local attempt in flight")
 }
+
+// From interpreter version 6 the attempts carry the buffer in the compact
+// form (NodeInput.Carried), which the activities expand to the same events.
+func TestEventsRideAlongInTheCompactForm(t *testing.T) {
+	w := newWF(t, linear, nil)
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Equal(t, []string{"compact", "compact"}, w.f.forms)
+	require.Equal(t, []string{"carried", "carried", "flush"}, w.f.appendSources())
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+}
+
+// A rolling deploy: the attempts of a version 6 run land on workers of the
+// release before, which do not know NodeInput.Carried. They append nothing
+// and confirm nothing, so the events stay buffered, and the run's flushes
+// append every one of them, once and in order. What such an attempt does
+// not give: its node.started in the log before it runs (the price of the
+// deploy window, docs/benchmarks.md session 10).
+func TestCompactFormOnAPreviousReleaseWorker(t *testing.T) {
+	w := newWF(t, linear, nil)
+	w.f.previousRelease = true
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Empty(t, w.f.batches, "no worker saw a carried batch")
+	w.f.mu.Lock()
+	require.Equal(t, []string{"a attempt 1 began before its node.started was appended",
+		"b attempt 1 began before its node.started was appended"}, w.f.problems)
+	w.f.problems = nil
+	w.f.mu.Unlock()
+	require.Equal(t, []string{"flush"}, w.f.appendSources(), "the final flush appended what no attempt confirmed")
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+	require.Equal(t, []string{
+		"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "node.started a",
+		"node.completed a", "edge.taken a.out>b.in", "node.started b",
+		"node.completed b", "edge.taken b.out>out.in", "node.started out", "node.completed out", "run.succeeded",
+	}, w.f.flushes())
+}
+
+// carryIn sends the compact form from version 6 only, and the plain form
+// for a buffer the compact form cannot hold exactly.
+func TestCarryInForms(t *testing.T) {
+	at := time.Date(2026, 12, 2, 8, 0, 0, 123456789, time.UTC)
+	started := execution.EventDraft{Key: "r/a/1/node.started", Type: execution.EventNodeStarted, NodeID: "a", Attempt: 1, At: at}
+	for _, c := range []struct {
+		version workflow.Version
+		event   execution.EventDraft
+		compact bool
+	}{
+		{6, started, true},
+		{5, started, false},
+		{6, execution.EventDraft{Key: "other/a/1/node.started", Type: execution.EventNodeStarted, NodeID: "a", Attempt: 1, At: at}, false},
+	} {
+		i := &interpreter{version: c.version, events: eventLog{runID: "r", pending: []execution.EventDraft{c.event}, ordinal: 3}}
+		var in execution.NodeInput
+		i.carryIn(&in)
+		require.Equal(t, c.compact, in.Carried != nil, "version %d, key %s", c.version, c.event.Key)
+		require.Equal(t, !c.compact, in.Events != nil, "version %d, key %s", c.version, c.event.Key)
+		in.RunID = "r"
+		got, err := in.CarriedEvents()
+		require.NoError(t, err)
+		require.Equal(t, 3, got.Through)
+		require.Equal(t, c.event.Key, got.Events[0].Key)
+	}
+}

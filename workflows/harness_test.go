@@ -145,9 +145,14 @@ type fakes struct {
 	appends  []execution.AppendEventsInput
 	sources  []string               // per append: "flush" or "carried"
 	batches  []execution.EventBatch // what attempts carried, in order
-	inputs   []execution.NodeInput
-	stored   []execution.StoreValuesInput
-	problems []string
+	// forms: per carried batch, "compact" (NodeInput.Carried) or "plain"
+	// (NodeInput.Events); previousRelease makes runNode decode inputs as a
+	// worker of the release before version 6 does, blind to Carried.
+	forms           []string
+	previousRelease bool
+	inputs          []execution.NodeInput
+	stored          []execution.StoreValuesInput
+	problems        []string
 
 	// decisions are what LoadDecision finds, by decision id; identity is
 	// what UpdateIdentity answers (identities: what it was asked);
@@ -277,6 +282,9 @@ func (f *fakes) appendFrom(source string, in execution.AppendEventsInput) {
 		case !ok:
 			f.keys[e.Key] = ordinal
 			f.ordinals = append(f.ordinals, ordinal)
+			// As the store keeps it: a carried batch's compact form
+			// (version 6) comes with no finer time than that.
+			e.At = e.At.UTC().Truncate(time.Microsecond)
 			fresh = append(fresh, e)
 		case held != ordinal:
 			f.problems = append(f.problems, fmt.Sprintf("key %s names events %d and %d (%s)", e.Key, held, ordinal, describe(e)))
@@ -306,15 +314,31 @@ func (f *fakes) problem(format string, args ...any) {
 // runNode checks that the attempt's node.started was appended before the
 // attempt began (flush before schedule), then plays the step.
 func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
-	// Like activities.withCarriedEvents: carried events are appended first.
-	if b := in.Events; b != nil {
+	// Like activities.withCarriedEvents: carried events are appended
+	// first, in whichever form they came (NodeInput.CarriedEvents).
+	f.mu.Lock()
+	switch {
+	case f.previousRelease:
+		in.Carried = nil // an unknown member to its decoder
+	case in.Carried != nil:
+		f.forms = append(f.forms, "compact")
+	case in.Events != nil:
+		f.forms = append(f.forms, "plain")
+	}
+	f.mu.Unlock()
+	b, err := in.CarriedEvents()
+	if err != nil {
+		f.problem("attempt %s/%d: %v", in.NodeID, in.Attempt, err)
+		return execution.NodeResult{}, err
+	}
+	if b != nil {
 		f.mu.Lock()
 		f.batches = append(f.batches, *b)
 		f.mu.Unlock()
 		if len(b.Events) > 0 || b.Run != nil {
 			f.appendFrom("carried", execution.AppendEventsInput{TenantID: in.TenantID, RunID: in.RunID, Events: b.Events, Run: b.Run, Through: b.Through})
 		}
-		in.Events = nil
+		in.Events, in.Carried = nil, nil
 		res, err := f.play(ctx, in)
 		if err == nil {
 			res.EventsThrough = b.Through

@@ -55,7 +55,13 @@ import (
 //	   buffered events to the next carrier or flush instead of flushing
 //	   them, bounded by carryBudget and by deferMaxAge (Durability's
 //	   EventDeferMs), a timer firing when the oldest is that old
-//	   (events.go, mayDefer, armDeferTimer).
+//	   (events.go, mayDefer, armDeferTimer);
+//	6: an attempt carries the buffered events in the compact form
+//	   (NodeInput.Carried, execution.CompactBatch: keys relative to the
+//	   run, type/node/attempt read from the key, times as microsecond
+//	   offsets from one base) instead of NodeInput.Events; the activities
+//	   expand it to the events the store would have kept from the plain
+//	   form (events.go, carryIn).
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -67,7 +73,7 @@ import (
 const changeInterpreterV1 = "weft-interpreter-v1"
 
 // interpreterVersion is the version new executions record.
-const interpreterVersion = 5
+const interpreterVersion = 6
 
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
