@@ -282,3 +282,17 @@ func BenchmarkCarriedForms(b *testing.B) {
 		b.ReportMetric(float64(len(compactRaw)), "wire-B")
 	})
 }
+
+// A value full of "k" members does not size the compact Events slice
+// beyond what the bytes could encode.
+func TestCompactBatchUnmarshalCapsItsGuess(t *testing.T) {
+	value := `{` + strings.Repeat(`"k":1,`, 10_000) + `"end":1}`
+	data := []byte(`{"base":"2026-01-02T03:04:05Z","events":[{"k":"a/1/node.completed","d":` + value + `}],"through":1}`)
+	var c CompactBatch
+	require.NoError(t, json.Unmarshal(data, &c))
+	require.Len(t, c.Events, 1)
+	require.LessOrEqual(t, cap(c.Events), len(data)/minCompactEventJSONBytes+1)
+	var empty CompactBatch
+	require.NoError(t, json.Unmarshal([]byte(`{"events":[],"through":2}`), &empty))
+	require.Nil(t, empty.Events, "as an absent member decodes")
+}
