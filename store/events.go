@@ -132,7 +132,8 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 
 // appendEventsSQL calls weft_append_events (its second signature,
 // migration 00023: each event's data sent once, the run's part once per
-// call) with an appendCall's arguments.
+// call; its body since 00025 updates the run row once per call) with an
+// appendCall's arguments.
 const appendEventsSQL = `SELECT run_found, run_status, appended, was_terminal FROM weft_append_events($1, $2, $3, $4,
 	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::bytea[], $11::bytea[], $12::bytea[],
 	$13::bytea, $14::timestamptz, $15, $16, $17, $18::text::jsonb, $19::text::jsonb, $20::timestamptz)`

@@ -1,4 +1,35 @@
 package store
 
+import (
+	"context"
+
+	"github.com/weftworks/weft/execution"
+)
+
 // ChainDrafts is chainDrafts for the benchmarks of package store_test.
 var ChainDrafts = chainDrafts
+
+// AppendAnswer makes the weft_append_events call AppendEvents makes (or
+// the reconciler's, with onlyIfActive) and returns the function's answer.
+// With repeatFirst the call also carries the batch's first key again, at
+// its end and with other data, as a caller that does not drop repeated
+// keys itself (prepareEvents does) would send it.
+func AppendAnswer(ctx context.Context, s *Store, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate,
+	onlyIfActive, repeatFirst bool) (found bool, status string, appended int, closed bool, err error) {
+	call, err := s.prepareAppend(ctx, AppendRequest{TenantID: tenantID, RunID: runID, Events: events, Update: upd}, onlyIfActive)
+	if err != nil {
+		return false, "", 0, false, err
+	}
+	if repeatFirst && len(call.keys) > 0 {
+		call.keys = append(call.keys, call.keys[0])
+		call.types = append(call.types, call.types[0])
+		call.nodes = append(call.nodes, call.nodes[0])
+		call.attempts = append(call.attempts, call.attempts[0])
+		call.ats = append(call.ats, call.ats[0])
+		call.data = append(call.data, []byte(`{"repeated":true}`))
+		call.pres = append(call.pres, call.pres[0])
+		call.nodeParts = append(call.nodeParts, call.nodeParts[0])
+	}
+	err = s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, &appended, &closed)
+	return found, status, appended, closed, err
+}
