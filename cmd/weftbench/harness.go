@@ -342,6 +342,12 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 			if err != nil {
 				return nil, fmt.Errorf("%s burst: %w", sides[i].name, err)
 			}
+			// Burst by burst, so a cost paid once (the pool's connections
+			// opened and warmed in the first bursts) shows beside the
+			// steady state the later ones reach.
+			cpu := res.cpu.perRun(res.runs)
+			logf("throughput: %s burst %d: %.1f runs/s; CPU per run (ms): dev server %s, PostgreSQL %s, this process %s",
+				sides[i].name, b+1, float64(res.runs)/res.wall.Seconds(), ms(cpu.DevServer), ms(cpu.Postgres), ms(cpu.Self))
 			results[i] = append(results[i], res)
 		}
 	}
