@@ -574,7 +574,9 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 		StaticDetails:    fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
 	}
 	// The run row learns its Temporal run id from the interpreter's first
-	// append (RunUpdate.TemporalRunID), not from a write here.
+	// append (RunUpdate.TemporalRunID), not from a write here. The SDK's
+	// payload visitor needs ~24 KiB of stack: taken in one growth (stack.go).
+	growStack()
 	_, err = s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)
 	return err
 }
