@@ -23,18 +23,18 @@ func useStack() {
 	touchStack(pad[:])
 }
 
-// stackMoved reports whether useStack, called on a fresh goroutine (after
-// growStack when grow), moved the goroutine's stack: Go copies a stack to
-// grow it, so a local's address changes exactly when it grew.
-func stackMoved(grow bool) bool {
+// stackMoved reports whether use, called on a fresh goroutine after grow
+// (nil: none), moved the goroutine's stack: Go copies a stack to grow it,
+// so a local's address changes exactly when it grew.
+func stackMoved(grow, use func()) bool {
 	moved := make(chan bool)
 	go func() {
 		var mark byte
-		if grow {
-			growStack()
+		if grow != nil {
+			grow()
 		}
 		before := uintptr(unsafe.Pointer(&mark))
-		useStack()
+		use()
 		moved <- uintptr(unsafe.Pointer(&mark)) != before
 	}()
 	return <-moved
@@ -42,14 +42,20 @@ func stackMoved(grow bool) bool {
 
 // TestGrowStackMakesRoomInOneGrowth: after growStack, a call needing
 // about what the SDK's payload visit needs runs without growing the stack
-// again; without it, the same call on a fresh goroutine does grow it (so
-// the measurement can tell, and the pad is not optimized away).
+// again, and after growEnqueueStack so does the start's own growStack
+// about 10 KiB of frames down (requestDepth); without them, the same calls
+// on a fresh goroutine do grow it (so the measurement can tell, and the
+// pads are not optimized away).
 func TestGrowStackMakesRoomInOneGrowth(t *testing.T) {
-	if !stackMoved(false) {
+	start := func() { deep(requestDepth, func() error { growStack(); return nil }) }
+	if !stackMoved(nil, useStack) || !stackMoved(nil, start) {
 		t.Fatalf("a fresh goroutine ran a %d-byte frame without growing its stack: this test cannot tell growStack works", visitLikeBytes)
 	}
-	if stackMoved(true) {
+	if stackMoved(growStack, useStack) {
 		t.Fatalf("the stack grew below growStack: it does not reserve %d bytes", visitLikeBytes)
+	}
+	if stackMoved(growEnqueueStack, start) {
+		t.Fatalf("the start's growStack grew the stack below growEnqueueStack: it does not reserve enough for it")
 	}
 }
 

@@ -206,6 +206,7 @@ type Accepted struct {
 // caller lacks) must not turn it into a refusal. sameRequest decides
 // whether it is the same request; otherwise it is IDEMPOTENCY_CONFLICT.
 func (s *Starter) Enqueue(ctx context.Context, req Request, tc Trusted) (Accepted, error) {
+	growEnqueueStack() // one growth for the whole enqueue (stack.go)
 	if err := checkTrusted(tc); err != nil {
 		return Accepted{}, err
 	}
