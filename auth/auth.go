@@ -3,12 +3,14 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Scopes a token can carry.
@@ -96,6 +98,22 @@ var ErrInvalidToken = errors.New("invalid token")
 type Keys struct {
 	secret []byte
 	now    func() time.Time
+	// verified remembers the tokens Verify accepted (see Verify).
+	verified *lru.Cache[[sha256.Size]byte, verifiedToken]
+}
+
+// MaxVerifiedTokens bounds the tokens Verify remembers: the distinct
+// tokens in use at once by the API's callers, with room to spare; beyond
+// it the least recently used is forgotten and verified again when it
+// comes back.
+const MaxVerifiedTokens = 4096
+
+// verifiedToken is what Verify found a token to say, and the interval
+// [notBefore, expires) in which the signature check's answer holds.
+type verifiedToken struct {
+	principal Principal
+	notBefore time.Time // zero when the token has no nbf
+	expires   time.Time
 }
 
 // NewKeys returns Keys for secret.
@@ -103,7 +121,15 @@ func NewKeys(secret string) (*Keys, error) {
 	if len(secret) < 16 {
 		return nil, errors.New("auth: jwt secret must be at least 16 characters")
 	}
-	return &Keys{secret: []byte(secret), now: time.Now}, nil
+	return newKeys([]byte(secret), time.Now), nil
+}
+
+func newKeys(secret []byte, now func() time.Time) *Keys {
+	verified, err := lru.New[[sha256.Size]byte, verifiedToken](MaxVerifiedTokens)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &Keys{secret: secret, now: now, verified: verified}
 }
 
 // Mint signs a token for p valid for ttl.
@@ -156,7 +182,45 @@ func (e *TokenError) Unwrap() error { return e.err }
 
 // Verify checks a token's signature, algorithm and expiry and returns its
 // principal; a refusal is a *TokenError saying why.
+//
+// A token it accepted is remembered, and while remembered it is answered
+// without parsing or checking the signature again (the check is most of
+// an enqueue's JSON work in this process; docs/benchmarks.md "Session 10:
+// enqueue"). That answer is exactly the one a full check would give, at
+// every instant:
+//
+//   - It is keyed by the SHA-256 of the exact token string, so only the
+//     same bytes find it (another token would need a SHA-256 second
+//     preimage), and the cache never holds a token itself: nothing in it
+//     is a credential.
+//   - A full check of the same bytes can only change its answer with the
+//     key, the clock or revocation of the token. The key: a Keys has one
+//     secret for its life (WEFT_JWT_SECRET, read at start; rotating it is
+//     a restart, which starts with an empty cache) and the cache belongs
+//     to the Keys, so no other secret's check is ever answered from it.
+//     The clock: the answer is used only inside [nbf, exp) as read by
+//     this Keys' clock, the interval the full check accepts (no leeway);
+//     outside it the token is checked in full again, which refuses it
+//     (TOKEN_EXPIRED). Revocation: weft has none for tokens, a token is
+//     good until its exp; what revocations withdraw (scopes of a sub,
+//     service actors' snapshots) is read from the database by whoever
+//     uses the scopes (the starter's enqueue statement, every recheck),
+//     never from this cache.
+//   - Only acceptances are remembered: every refusal is checked in full
+//     each time, so its reason is unchanged.
+//   - It is bounded (MaxVerifiedTokens, least recently used forgotten),
+//     and each answer hands out its own copy of the scopes, so no caller
+//     can change what the next one is told.
 func (k *Keys) Verify(token string) (Principal, error) {
+	key := sha256.Sum256([]byte(token))
+	if v, ok := k.verified.Get(key); ok {
+		if now := k.now(); !now.Before(v.notBefore) && now.Before(v.expires) {
+			p := v.principal
+			p.Scopes = slices.Clone(p.Scopes)
+			return p, nil
+		}
+		k.verified.Remove(key)
+	}
 	var c claims
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return k.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
@@ -175,7 +239,14 @@ func (k *Keys) Verify(token string) (Principal, error) {
 	if c.Tenant == "" || c.Subject == "" {
 		return Principal{}, &TokenError{Reason: TokenMalformed, err: errors.New("tenant and sub claims are required")}
 	}
-	return Principal{Tenant: c.Tenant, Sub: c.Subject, Scopes: c.Scopes, Name: c.Name, Email: c.Email, TenantName: c.TenantName}, nil
+	p := Principal{Tenant: c.Tenant, Sub: c.Subject, Scopes: c.Scopes, Name: c.Name, Email: c.Email, TenantName: c.TenantName}
+	v := verifiedToken{principal: p, expires: c.ExpiresAt.Time} // WithExpirationRequired: never nil here
+	v.principal.Scopes = slices.Clone(c.Scopes)
+	if c.NotBefore != nil {
+		v.notBefore = c.NotBefore.Time
+	}
+	k.verified.Add(key, v)
+	return p, nil
 }
 
 // Secret returns the raw key, for deriving other keys (cursor HMACs).

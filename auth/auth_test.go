@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +38,7 @@ func TestVerifyRefuses(t *testing.T) {
 	good, _ := k.Mint(Principal{Tenant: "acme", Sub: "ada"}, time.Hour)
 	foreign, _ := other.Mint(Principal{Tenant: "acme", Sub: "ada"}, time.Hour)
 
-	past := &Keys{secret: []byte(secret), now: func() time.Time { return time.Now().Add(-2 * time.Hour) }}
+	past := newKeys([]byte(secret), func() time.Time { return time.Now().Add(-2 * time.Hour) })
 	expired, _ := past.Mint(Principal{Tenant: "acme", Sub: "ada"}, time.Hour)
 
 	noExp, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "ada", "tenant": "acme"}).SignedString([]byte(secret))
@@ -54,7 +56,7 @@ func TestVerifyRefuses(t *testing.T) {
 		"other algorithm":  hs512,
 		"alg none":         none,
 		"garbage":          "not.a.token",
-		"tampered payload": good[:len(good)-2] + "xx",
+		"tampered payload": tamper(good),
 	} {
 		_, err := k.Verify(tok)
 		assert.ErrorIs(t, err, ErrInvalidToken, "%s: got %v, want ErrInvalidToken", name, err)
@@ -103,4 +105,137 @@ func TestAllScopes(t *testing.T) {
 	}
 	require.Equal(t, strings.Join(want, " "), strings.Join(AllScopes, " "), "AllScopes = %v, want %v", AllScopes, want)
 	require.True(t, ScopeRevocationsManage == "revocations.manage", "ScopeRevocationsManage = %q", ScopeRevocationsManage)
+}
+
+// clock is a settable clock for a Keys.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+// TestVerifyRemembersOnlyWhatAFullCheckWouldSay: a token Verify accepted
+// is answered from the cache only while a full check would accept it
+// too: from its nbf to (not at) its exp by this Keys' clock, for the same
+// bytes, under the same secret, and never with scopes a caller changed.
+func TestVerifyRemembersOnlyWhatAFullCheckWouldSay(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+	k := newKeys([]byte(secret), c.now)
+	tok, err := k.Mint(Principal{Tenant: "acme", Sub: "ada", Scopes: []string{ScopeRunsRead, ScopeRunsExecute}}, time.Hour)
+	require.NoError(t, err)
+
+	p, err := k.Verify(tok)
+	require.NoError(t, err)
+	require.Equal(t, 1, k.verified.Len(), "an accepted token is remembered")
+	p.Scopes[0] = ScopeLimitsManage // a caller changing its copy
+	again, err := k.Verify(tok)
+	require.NoError(t, err)
+	require.Equal(t, []string{ScopeRunsRead, ScopeRunsExecute}, again.Scopes, "a caller's change reached the cache")
+	require.Equal(t, "ada", again.Sub)
+
+	// The same claims signed with another secret are other bytes: refused,
+	// whatever this Keys remembers; and another Keys never answers from it.
+	other := newKeys([]byte(strings.Repeat("x", 32)), c.now)
+	_, err = other.Verify(tok)
+	requireReason(t, err, TokenBadSignature)
+	_, err = k.Verify(tamper(tok))
+	require.ErrorIs(t, err, ErrInvalidToken, "a token one byte away from a remembered one was accepted")
+
+	c.t = c.t.Add(time.Hour - time.Second)
+	_, err = k.Verify(tok)
+	require.NoError(t, err, "a second before exp")
+	c.t = c.t.Add(time.Second) // exactly exp: a full check refuses it
+	_, err = k.Verify(tok)
+	requireReason(t, err, TokenExpired)
+	require.Equal(t, 0, k.verified.Len(), "an expired token is forgotten")
+	_, err = k.Verify(tok)
+	requireReason(t, err, TokenExpired)
+
+	// nbf: a clock set back before it refuses the remembered token.
+	c.t = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	nbf, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "ada", "tenant": "acme",
+		"nbf": c.t.Unix(), "exp": c.t.Add(time.Hour).Unix()}).SignedString([]byte(secret))
+	require.NoError(t, err)
+	_, err = k.Verify(nbf)
+	require.NoError(t, err)
+	c.t = c.t.Add(-time.Second)
+	_, err = k.Verify(nbf)
+	requireReason(t, err, TokenExpired)
+}
+
+// TestVerifyForgetsBeyondItsBound: the cache never holds more than
+// MaxVerifiedTokens tokens, and a forgotten one is checked in full again.
+func TestVerifyForgetsBeyondItsBound(t *testing.T) {
+	k := newKeys([]byte(secret), time.Now)
+	first, err := k.Mint(Principal{Tenant: "acme", Sub: "user-first"}, time.Hour)
+	require.NoError(t, err)
+	_, err = k.Verify(first)
+	require.NoError(t, err)
+	for i := range MaxVerifiedTokens + 10 {
+		tok, err := k.Mint(Principal{Tenant: "acme", Sub: fmt.Sprint("user-", i)}, time.Hour)
+		require.NoError(t, err)
+		_, err = k.Verify(tok)
+		require.NoError(t, err)
+	}
+	require.Equal(t, MaxVerifiedTokens, k.verified.Len())
+	require.False(t, k.verified.Contains(sha256.Sum256([]byte(first))), "the least recently used token is forgotten")
+	p, err := k.Verify(first)
+	require.NoError(t, err, "a forgotten token is verified again")
+	require.Equal(t, "user-first", p.Sub)
+}
+
+// tamper changes one character of tok's signature, clear of the last
+// one, whose low bits base64 ignores (changing only those could leave the
+// signature's bytes as they were).
+func tamper(tok string) string {
+	i := len(tok) - 10
+	flip := byte('A')
+	if tok[i] == flip {
+		flip = 'B'
+	}
+	return tok[:i] + string(flip) + tok[i+1:]
+}
+
+func requireReason(t *testing.T, err error, reason string) {
+	t.Helper()
+	var te *TokenError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, reason, te.Reason, "refused as %v", err)
+}
+
+// BenchmarkVerify is the token check of every API request: a token seen
+// before ("remembered": the cache's answer) and one never seen
+// ("first": the full check, as every request made before session 10).
+//
+//	go test ./auth -run '^$' -bench Verify -benchmem
+func BenchmarkVerify(b *testing.B) {
+	k := newKeys([]byte(secret), time.Now)
+	mint := func(sub string) string {
+		tok, err := k.Mint(Principal{Tenant: "t-0123456789abcdef0123456789abcdef", Sub: sub, Scopes: AllScopes}, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return tok
+	}
+	b.Run("remembered", func(b *testing.B) {
+		tok := mint("bench")
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := k.Verify(tok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("first", func(b *testing.B) {
+		toks := make([]string, 2*MaxVerifiedTokens) // cycling through more than the cache holds: every check misses
+		for i := range toks {
+			toks[i] = mint(fmt.Sprint("bench-", i))
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := k.Verify(toks[i%len(toks)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
 }
