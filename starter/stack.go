@@ -19,10 +19,10 @@ package starter
 // growStack makes room for the whole visit in ONE growth, taken by a
 // small function whose table is scanned in no time, before the SDK is
 // called. A goroutine whose stack is large enough already pays only the
-// zeroing of the pad (about a microsecond). growEnqueueStack does the same
+// zeroing of the pad (a microsecond or two). growEnqueueStack does the same
 // for a whole enqueue at its entry, while the stack holds few frames to
-// copy: the token's and the input's JSON, the statement's encoding and the
-// start below it then grow nothing.
+// copy: the input's hash and schema check, the statement's encoding and
+// scan and the start below it then grow nothing.
 
 // startStackBytes is the stack growStack reserves below its caller: the
 // visitor's three levels and the SDK's and gRPC's frames under them.
