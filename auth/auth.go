@@ -207,7 +207,9 @@ func (e *TokenError) Unwrap() error { return e.err }
 //     uses the scopes (the starter's enqueue statement, every recheck),
 //     never from this cache.
 //   - Only acceptances are remembered: every refusal is checked in full
-//     each time, so its reason is unchanged.
+//     each time, so its reason is unchanged, and only a token signed with
+//     the key can take a place in the cache (a flood of forged tokens
+//     cannot evict the callers' tokens).
 //   - It is bounded (MaxVerifiedTokens, least recently used forgotten),
 //     and each answer hands out its own copy of the scopes, so no caller
 //     can change what the next one is told.
