@@ -84,6 +84,7 @@ func Register(r worker.ActivityRegistry, d Deps) error {
 	if d.Revocations != nil {
 		revocations = d.Revocations
 	}
+	consts := newRunConstants(d.Store, DefaultRunConstantsCacheSize)
 	plans := newPlanActivities(d.Store)
 	// A run's appends, carried and flushed, take turns in this process (runAppends).
 	// Carried appends of different runs share commits (appendGroups).
@@ -97,8 +98,10 @@ func Register(r worker.ActivityRegistry, d Deps) error {
 	r.RegisterActivityWithOptions(plans.LoadPlan, activity.RegisterOptions{Name: execution.ActivityLoadPlan})
 	r.RegisterActivityWithOptions(loggedAppends(events.AppendEvents, d.Logger), activity.RegisterOptions{Name: execution.ActivityAppendEvents})
 	// recorded (record.go) keeps the live results events leave out.
-	runLocal := observed(durable(recorded(local.RunLocalNode, d.Store), d.Drain), d.Observer, d.Logger)
-	run := observed(durable(withCarriedEvents(recorded(nodes.RunNode, d.Store), appends, d.Logger), d.Drain), d.Observer, d.Logger)
+	// withRunConstants (constants.go) completes lean inputs from the run's record.
+	runLocal := observed(durable(withRunConstants(recorded(local.RunLocalNode, d.Store), consts), d.Drain), d.Observer, d.Logger)
+	run := observed(durable(withCarriedEvents(withRunConstants(recorded(nodes.RunNode, d.Store), consts), appends, d.Logger), d.Drain),
+		d.Observer, d.Logger)
 	r.RegisterActivityWithOptions(runLocal, activity.RegisterOptions{Name: execution.ActivityRunLocalNode})
 	r.RegisterActivityWithOptions(run, activity.RegisterOptions{Name: execution.ActivityRunNode})
 	// The same two handlers under each kind's name (execution.NodeActivity);
@@ -117,7 +120,8 @@ func Register(r worker.ActivityRegistry, d Deps) error {
 	// Approvals (approvals.go): a simulated approval node's local attempt,
 	// and what a decision's verification reads.
 	name, _ := execution.NodeActivity(graph.KindApproval)
-	r.RegisterActivityWithOptions(observed(durable(nodes.approval, d.Drain), d.Observer, d.Logger), activity.RegisterOptions{Name: name})
+	r.RegisterActivityWithOptions(observed(durable(withRunConstants(nodes.approval, consts), d.Drain), d.Observer, d.Logger),
+		activity.RegisterOptions{Name: name})
 	approvals := &ApprovalActivities{decisions: d.Store}
 	r.RegisterActivityWithOptions(approvals.LoadDecision, activity.RegisterOptions{Name: execution.ActivityLoadDecision})
 	r.RegisterActivityWithOptions(approvals.UpdateIdentity, activity.RegisterOptions{Name: execution.ActivityUpdateIdentity})

@@ -33,8 +33,19 @@ type nodeRunner func(context.Context, execution.NodeInput) (execution.NodeResult
 func observed(run nodeRunner, obs NodeObserver, log *slog.Logger) nodeRunner {
 	return func(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
 		start := time.Now()
+		var seen *execution.NodeInput
+		if in.Lean {
+			// withRunConstants completes the input inside (before run
+			// returns): log the attempt with the run's constants.
+			completed := in
+			seen = &completed
+			ctx = context.WithValue(ctx, resolvedKey{}, seen)
+		}
 		res, err := run(ctx, in)
 		d := time.Since(start)
+		if seen != nil {
+			in = *seen
+		}
 		outcome := nodeOutcome(ctx, err)
 		if obs != nil {
 			obs.ObserveNode(string(in.Kind), outcome, d)

@@ -108,6 +108,30 @@ type Config struct {
 	// after a heartbeat, and so about the longest a revocation waits for a
 	// worker that died (WEFT_REVOCATION_CACHE_LEASE, default 5s, 2s–30s).
 	RevocationCacheLease time.Duration
+	// LeanInputs makes the runs this process starts send their node
+	// attempts lean inputs: without the run's constants (permissions,
+	// checksum, actor, workflow key, mode, tenant name), which the
+	// activity reads once per run and worker from the run's record
+	// (WEFT_LEAN_INPUTS, on or off). It is carried in each run's
+	// parameters when it starts (execution.RunParams.LeanInputs). Off by
+	// default: a worker of a release before the one that reads lean inputs
+	// would run such an attempt without permissions, revision or mode, so
+	// switch it on once every worker runs that release (after the rolling
+	// deploy), and switch it off before rolling back past it. `weft dev`,
+	// one process and no older worker, turns it on unless it is set
+	// (DefaultLeanInputs).
+	LeanInputs bool
+	// leanInputsSet: WEFT_LEAN_INPUTS was set (DefaultLeanInputs leaves it).
+	leanInputsSet bool
+}
+
+// DefaultLeanInputs turns LeanInputs on unless WEFT_LEAN_INPUTS set it:
+// for a process that is the whole deployment (`weft dev`), whose workers
+// all run its own release.
+func (c *Config) DefaultLeanInputs() {
+	if !c.leanInputsSet {
+		c.LeanInputs = true
+	}
 }
 
 // Revocation cache defaults and bounds (WEFT_REVOCATION_CACHE_LEASE).
@@ -252,6 +276,15 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	case "off":
 	default:
 		return Config{}, fmt.Errorf("config: WEFT_REVOCATION_CACHE must be on or off, got %q", v)
+	}
+	switch v := strings.ToLower(get("WEFT_LEAN_INPUTS", "")); v {
+	case "on":
+		c.LeanInputs, c.leanInputsSet = true, true
+	case "off":
+		c.leanInputsSet = true
+	case "":
+	default:
+		return Config{}, fmt.Errorf("config: WEFT_LEAN_INPUTS must be on or off, got %q", v)
 	}
 	if c.RevocationCacheLease, err = durationEnv(get, "WEFT_REVOCATION_CACHE_LEASE", DefaultRevocationCacheLease); err != nil {
 		return Config{}, err

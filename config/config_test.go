@@ -151,3 +151,26 @@ func TestRevocationCacheSettings(t *testing.T) {
 		require.Error(t, err, "%v accepted", m)
 	}
 }
+
+// Lean inputs are off unless asked for: a worker of an earlier release
+// cannot read them. `weft dev` turns them on (DefaultLeanInputs) unless
+// WEFT_LEAN_INPUTS says otherwise.
+func TestLeanInputsSettings(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	require.NoError(t, err)
+	require.False(t, c.LeanInputs, "lean inputs are off by default (rolling deploys)")
+	c.DefaultLeanInputs()
+	require.True(t, c.LeanInputs, "weft dev's default turns them on when unset")
+
+	c, err = FromEnv(env(map[string]string{"WEFT_LEAN_INPUTS": "Off"}))
+	require.NoError(t, err)
+	c.DefaultLeanInputs()
+	require.False(t, c.LeanInputs, "an explicit off stays off in weft dev")
+
+	c, err = FromEnv(env(map[string]string{"WEFT_LEAN_INPUTS": "on"}))
+	require.NoError(t, err)
+	require.True(t, c.LeanInputs)
+
+	_, err = FromEnv(env(map[string]string{"WEFT_LEAN_INPUTS": "yes"}))
+	require.ErrorContains(t, err, "WEFT_LEAN_INPUTS")
+}

@@ -181,6 +181,17 @@ type RunParams struct {
 	// infrastructure faults (durability.go); nil takes DefaultDurability.
 	// Runs started before weft-infra-redispatch never read it.
 	Durability *Durability `json:"durability,omitempty"`
+	// LeanInputs makes interpreter version 6 send node attempts lean
+	// inputs (NodeInput.Lean): the per-run constants left out, for the
+	// activity to read from the run's stored record. The starter sets it
+	// from its configuration (WEFT_LEAN_INPUTS); it travels here, not in
+	// the interpreter's code or the worker's environment, so a replay
+	// sends what the original execution sent, and a run started before it
+	// was switched on keeps full inputs to its end. Only workers of the
+	// release that reads lean inputs may receive them: a worker of an
+	// earlier one would run the attempt with no permissions, no revision
+	// and live mode.
+	LeanInputs bool `json:"leanInputs,omitempty"`
 	// ForceContinueAsNewAfterEvents is a test knob: when > 0 the interpreter
 	// continues as new once it has recorded that many events in one
 	// execution, as if Temporal had suggested it. The starter leaves it 0.
@@ -249,21 +260,38 @@ type NodeState struct {
 }
 
 // NodeInput is what a node activity receives.
+//
+// WorkflowKey, Checksum, Mode, Actor, Permissions and TenantName are the
+// run's constants (RunConstants): the same in every attempt of the run,
+// and the run's stored record holds them. A lean input (Lean, interpreter
+// version 6 for runs started with RunParams.LeanInputs) leaves them out and
+// the activity reads them from that record; they are omitted when empty
+// for that reason (a decoder of any release reads an absent member as it
+// read the empty one: "permissions":null and an absent permissions both
+// decode to nil).
 type NodeInput struct {
 	TenantID    string           `json:"tenantId"`
 	RunID       string           `json:"runId"`
-	WorkflowKey string           `json:"workflowKey"`
-	Checksum    string           `json:"checksum"`
-	Mode        Mode             `json:"mode"`
+	WorkflowKey string           `json:"workflowKey,omitempty"`
+	Checksum    string           `json:"checksum,omitempty"`
+	Mode        Mode             `json:"mode,omitempty"`
 	NodeID      string           `json:"nodeId"`
 	Kind        graph.Kind       `json:"kind"`
 	Attempt     int              `json:"attempt"`
 	Inputs      map[string]Value `json:"inputs"`
-	Actor       Actor            `json:"actor"`
-	Permissions []string         `json:"permissions"`
+	Actor       Actor            `json:"actor,omitzero"`
+	Permissions []string         `json:"permissions,omitempty"`
 	// TenantName feeds the context.tenantName template variable (the
 	// tenant id stands in when empty).
 	TenantName string `json:"tenantName,omitempty"`
+	// Lean marks the run's constants omitted: the activity must read them
+	// from the run's stored record under (TenantID, RunID) and use nothing
+	// else, whatever the input holds in their place. It is an explicit
+	// member because absence cannot mean it: every earlier input has the
+	// constants, some of them empty (a run without permissions). A worker
+	// of a release before it ignores the member and would run the attempt
+	// without the constants, hence RunParams.LeanInputs.
+	Lean bool `json:"lean,omitempty"`
 	// RunStartedAt is the run's start (workflow time, RunParams.EnqueuedAt
 	// or the first workflow task): context.today renders its UTC date, so
 	// every attempt of a run renders the same day.
@@ -293,6 +321,32 @@ type NodeInput struct {
 	// harness applies it to that call (Call.Ordinal) if it is still
 	// pending, and to nothing else.
 	Approval *ApprovalState `json:"approval,omitempty"`
+}
+
+// RunConstants are the members of a NodeInput that are the same in every
+// attempt of a run: what a lean input (NodeInput.Lean) leaves to the run's
+// stored record.
+type RunConstants struct {
+	WorkflowKey string
+	Checksum    string
+	Mode        Mode
+	Actor       Actor
+	Permissions []string
+	TenantName  string
+}
+
+// RunConstants returns p's constants, as every attempt's input carries them.
+func (p RunParams) RunConstants() RunConstants {
+	return RunConstants{WorkflowKey: p.WorkflowKey, Checksum: p.Checksum, Mode: p.Mode, Actor: p.Actor,
+		Permissions: p.Permissions, TenantName: p.TenantName}
+}
+
+// WithConstants returns in with c in place of its constants and Lean
+// cleared: a full input, as the activity's code reads it.
+func (in NodeInput) WithConstants(c RunConstants) NodeInput {
+	in.WorkflowKey, in.Checksum, in.Mode, in.Actor = c.WorkflowKey, c.Checksum, c.Mode, c.Actor
+	in.Permissions, in.TenantName, in.Lean = c.Permissions, c.TenantName, false
+	return in
 }
 
 // EventBatch is the interpreter's buffer as an activity carries it: events
@@ -487,6 +541,11 @@ const (
 	// ErrAppendRefused: the store refused an event batch (malformed event,
 	// unknown run); retrying the same batch cannot succeed.
 	ErrAppendRefused = "APPEND_REFUSED"
+	// ErrRunNotFound: a lean input (NodeInput.Lean) names a run the store
+	// does not hold under its tenant, or holds with a mode that is neither
+	// live nor simulation, so the attempt has no permissions, revision or
+	// mode to run with; permanent.
+	ErrRunNotFound = "RUN_NOT_FOUND"
 )
 
 // Run-level error codes.

@@ -85,6 +85,10 @@ type Deps struct {
 	// WEFT_LEASE_TIMEOUT, WEFT_INFRA_MAX_*); zero fields take
 	// execution.DefaultDurability.
 	Durability execution.Durability
+	// LeanInputs goes into every run's parameters
+	// (execution.RunParams.LeanInputs, config WEFT_LEAN_INPUTS): set it only
+	// once every worker runs a release that reads lean inputs.
+	LeanInputs bool
 }
 
 // Starter enqueues, starts, sweeps and cancels runs.
@@ -98,6 +102,7 @@ type Starter struct {
 	resolver  *publication.Resolver
 	durable   execution.Durability
 	eager     bool
+	lean      bool
 	pinned    *lru.Cache[pinnedKey, *pinned] // revisions.go
 	reads     *readsCache                    // reads.go
 }
@@ -120,7 +125,7 @@ func New(d Deps) (*Starter, error) {
 		store: d.Store, temporal: d.Temporal, taskQueue: d.TaskQueue,
 		uiURL: strings.TrimRight(d.UIURL, "/"), namespace: d.Namespace,
 		log: d.Logger.With("component", "starter"), resolver: d.Resolver,
-		durable: d.Durability.WithDefaults(), eager: d.EagerStart, pinned: newPinnedCache(),
+		durable: d.Durability.WithDefaults(), eager: d.EagerStart, lean: d.LeanInputs, pinned: newPinnedCache(),
 		reads: newReadsCache(),
 	}, nil
 }
@@ -558,6 +563,7 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 		Permissions: nonNil(run.Permissions),
 		EnqueuedAt:  run.CreatedAt,
 		Durability:  &durable,
+		LeanInputs:  s.lean,
 	}
 	opts := client.StartWorkflowOptions{
 		ID:                       run.WorkflowID,

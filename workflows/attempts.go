@@ -49,21 +49,20 @@ func (i *interpreter) startAttempt(n *node) {
 		return
 	}
 	in := execution.NodeInput{
-		TenantID:    i.p.TenantID,
-		RunID:       i.p.RunID,
-		WorkflowKey: i.p.WorkflowKey,
-		Checksum:    i.p.Checksum,
-		Mode:        i.p.Mode,
-		NodeID:      n.plan.ID,
-		Kind:        n.plan.Kind,
-		Attempt:     n.state.Attempt,
-		Inputs:      inputs,
-		Actor:       i.p.Actor,
-		Permissions: i.p.Permissions,
-		TenantName:  i.p.TenantName,
+		TenantID: i.p.TenantID,
+		RunID:    i.p.RunID,
+		NodeID:   n.plan.ID,
+		Kind:     n.plan.Kind,
+		Attempt:  n.state.Attempt,
+		Inputs:   inputs,
 		// The run's origin, stable across attempts and continue-as-new.
 		RunStartedAt: i.runStart,
 		Redispatch:   n.state.Redispatches,
+	}
+	if i.leanInputs() {
+		in.Lean = true // the activity reads the constants from the run's record
+	} else {
+		in = in.WithConstants(i.p.RunConstants())
 	}
 	if i.simulation {
 		in.VirtualNow = i.virtualNow()
@@ -102,6 +101,17 @@ func (i *interpreter) startAttempt(n *node) {
 		n.future = workflow.ExecuteActivity(ctx, i.activityName(n, execution.ActivityRunNode), in)
 	}
 	n.cancel, n.cancelRequested = cancel, false
+}
+
+// leanInputs says whether attempts leave the run's constants out
+// (execution.NodeInput.Lean): from interpreter version 6, for a run whose
+// parameters ask for it. The parameters decide, not the worker's
+// configuration, so a replay sends what the original execution sent; the
+// version keeps an interpreter of an earlier release (which would never
+// record version 6) from running such a run at all, and so its local
+// activities from receiving lean inputs they cannot read.
+func (i *interpreter) leanInputs() bool {
+	return i.version >= 6 && i.p.LeanInputs
 }
 
 // activityName is the activity type of n's attempts: its kind's

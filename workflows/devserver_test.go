@@ -458,6 +458,12 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 	p.RunID = "run-" + sc.name
 	p.ForceContinueAsNewAfterEvents = sc.force
 	p.Durability = sc.durable
+	// As `weft dev` starts runs: attempts' inputs leave the run's constants
+	// to its record (the fakes check they do).
+	p.LeanInputs = true
+	f.mu.Lock()
+	f.params = &p
+	f.mu.Unlock()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "weft-test-" + unique, TaskQueue: queue},
 		execution.WorkflowName, p)
 	require.NoError(t, err)
@@ -529,6 +535,9 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 		sc.fakes(t, f)
 	}
 	checkLog(t, f, p.RunID, 1, sc.status)
+	f.mu.Lock()
+	require.Equal(t, len(f.inputs), f.lean, "every attempt's input is lean")
+	f.mu.Unlock()
 
 	// Follow the continue-as-new chain: one history per execution.
 	var histories []*historypb.History

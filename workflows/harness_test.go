@@ -150,9 +150,15 @@ type fakes struct {
 	// worker of the release before version 6 does, blind to Carried.
 	forms           []string
 	previousRelease bool
-	inputs          []execution.NodeInput
-	stored          []execution.StoreValuesInput
-	problems        []string
+	lean            int // lean inputs received
+	// params are the run's parameters (wfTest.run, runOnDevServer): a
+	// lean input (NodeInput.Lean) must name their tenant and run and hold
+	// none of their constants, which an activity of this release reads
+	// from the run's record (the fakes play nothing that reads them).
+	params   *execution.RunParams
+	inputs   []execution.NodeInput
+	stored   []execution.StoreValuesInput
+	problems []string
 
 	// decisions are what LoadDecision finds, by decision id; identity is
 	// what UpdateIdentity answers (identities: what it was asked);
@@ -317,6 +323,19 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 	// Like activities.withCarriedEvents: carried events are appended
 	// first, in whichever form they came (NodeInput.CarriedEvents).
 	f.mu.Lock()
+	if in.Lean {
+		p := f.params
+		switch {
+		case p == nil || !p.LeanInputs:
+			f.problems = append(f.problems, fmt.Sprintf("attempt %s/%d: a lean input, which the run's parameters do not ask for", in.NodeID, in.Attempt))
+		case in.TenantID != p.TenantID || in.RunID != p.RunID:
+			f.problems = append(f.problems, fmt.Sprintf("attempt %s/%d: a lean input naming run %s/%s", in.NodeID, in.Attempt, in.TenantID, in.RunID))
+		case in.WorkflowKey != "" || in.Checksum != "" || in.Mode != "" || in.Actor != (execution.Actor{}) || in.Permissions != nil || in.TenantName != "":
+			f.problems = append(f.problems, fmt.Sprintf("attempt %s/%d: a lean input carrying constants", in.NodeID, in.Attempt))
+		default:
+			f.lean++
+		}
+	}
 	switch {
 	case f.previousRelease:
 		in.Carried = nil // an unknown member to its decoder
@@ -680,6 +699,9 @@ func testParams(mode execution.Mode) execution.RunParams {
 
 // run executes the workflow and returns its error (nil on success).
 func (w *wfTest) run(p execution.RunParams) error {
+	w.f.mu.Lock()
+	w.f.params = &p
+	w.f.mu.Unlock()
 	w.env.ExecuteWorkflow(execution.WorkflowName, p)
 	require.True(w.t, w.env.IsWorkflowCompleted())
 	return w.env.GetWorkflowError()

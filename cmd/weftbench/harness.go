@@ -500,6 +500,9 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 		return fail(err)
 	}
 	cfg.TaskQueue = e.queue
+	// One process, one release: lean inputs, as `weft dev` runs
+	// (config.DefaultLeanInputs; WEFT_LEAN_INPUTS is not read here).
+	cfg.DefaultLeanInputs()
 	// The worker's revocation cache, as worker.Serve runs it
 	// (WEFT_REVOCATION_CACHE, on by default).
 	var revocations activities.RevocationSource
@@ -547,7 +550,7 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 	}
 	handler := func(tc client.Client, queue string, eager bool) (http.Handler, error) {
 		runs, err := inproc.NewStarter(starter.Deps{Store: st, Temporal: tc, TaskQueue: queue,
-			UIURL: "http://localhost:8233", Namespace: "default", Logger: logger, EagerStart: eager})
+			UIURL: "http://localhost:8233", Namespace: "default", Logger: logger, EagerStart: eager, LeanInputs: cfg.LeanInputs})
 		if err != nil {
 			return nil, err
 		}

@@ -182,7 +182,7 @@ func WorkerDeps(d worker.Deps) (worker.Deps, error) {
 		w.Resolver.HistoryBudget = &d.Config.History
 		if d.Starter, err = starter.New(starter.Deps{Store: d.Store, Temporal: d.Temporal, TaskQueue: d.Config.TaskQueue,
 			UIURL: d.Config.TemporalUIURL, Namespace: d.Config.TemporalNamespace, Logger: d.Logger,
-			Resolver: w.Resolver, Durability: d.Config.Durability}); err != nil {
+			Resolver: w.Resolver, Durability: d.Config.Durability, LeanInputs: d.Config.LeanInputs}); err != nil {
 			return d, err
 		}
 	}

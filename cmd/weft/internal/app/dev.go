@@ -94,6 +94,9 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	}()
 
 	cfg.TemporalAddress = dev.HostPort()
+	// One process, so no worker of an earlier release: lean inputs unless
+	// WEFT_LEAN_INPUTS says off.
+	cfg.DefaultLeanInputs()
 	cfg.TemporalTLSCert, cfg.TemporalTLSKey, cfg.TemporalAPIKey = "", "", ""
 
 	if err := store.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {

@@ -54,7 +54,7 @@ func wire(cfg config.Config, st *store.Store, tc client.Client, logger *slog.Log
 	runs, err := starter.New(starter.Deps{
 		Store: st, Temporal: tc, TaskQueue: cfg.TaskQueue,
 		UIURL: cfg.TemporalUIURL, Namespace: cfg.TemporalNamespace, Logger: logger,
-		Resolver: resolver, Durability: cfg.Durability, EagerStart: eagerStart,
+		Resolver: resolver, Durability: cfg.Durability, EagerStart: eagerStart, LeanInputs: cfg.LeanInputs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("wiring: %w", err)
