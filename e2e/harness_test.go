@@ -131,7 +131,14 @@ func newEnvOnServer(t *testing.T, dbURL string, tsrv *testinfra.Temporal, tc cli
 	e := &env{t: t, st: st, dbURL: dbURL, tc: tc, temporal: tsrv, queue: "e2e-" + uuid.NewString(),
 		tenant: "tenant-" + uuid.NewString()[:8], other: "other-" + uuid.NewString()[:8], workflowIDs: map[string]string{},
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	e.cfg, err = config.FromEnv(func(string) string { return "" })
+	// WEFT_LEAN_INPUTS from the test's environment runs every test's runs
+	// with lean inputs (off by default, as in production).
+	e.cfg, err = config.FromEnv(func(k string) string {
+		if k == "WEFT_LEAN_INPUTS" {
+			return os.Getenv(k)
+		}
+		return ""
+	})
 	require.NoError(t, err)
 	e.cfg.DatabaseURL, e.cfg.TemporalAddress, e.cfg.TaskQueue, e.cfg.JWTSecret = dbURL, tsrv.HostPort, e.queue, jwtSecret
 	e.cfg.TemporalUIURL = "http://ui.test"
@@ -156,7 +163,8 @@ func (e *env) serveAPI(st *store.Store) {
 	require.NoError(t, err)
 	e.vars = vars
 	e.starter, err = starter.New(starter.Deps{Store: st, Temporal: e.tc, TaskQueue: e.queue,
-		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log, Resolver: resolver, Durability: e.cfg.Durability})
+		UIURL: e.cfg.TemporalUIURL, Namespace: "default", Logger: e.log, Resolver: resolver, Durability: e.cfg.Durability,
+		LeanInputs: e.cfg.LeanInputs})
 	require.NoError(t, err)
 	if e.srv != nil {
 		e.srv.Close()
