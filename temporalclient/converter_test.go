@@ -41,6 +41,14 @@ func compactInput(t testing.TB, in execution.NodeInput) execution.NodeInput {
 	return in
 }
 
+// leanInput is in as interpreter version 6 sends it for a run started with
+// lean inputs (RunParams.LeanInputs): the run's constants left to its record.
+func leanInput(in execution.NodeInput) execution.NodeInput {
+	in = in.WithConstants(execution.RunConstants{})
+	in.Lean = true
+	return in
+}
+
 func chain10Result() execution.NodeResult {
 	return execution.NodeResult{Port: "out", Value: execution.Value{Inline: json.RawMessage(`{"n":42,"text":"hello from weftbench"}`)}, EventsThrough: 11}
 }
@@ -52,7 +60,7 @@ func TestDataConverterWritesWhatTheDefaultWrites(t *testing.T) {
 	in := chain10Input(t)
 	res := chain10Result()
 	values := []any{
-		in, &in, res, &res, compactInput(t, in),
+		in, &in, res, &res, compactInput(t, in), leanInput(compactInput(t, in)),
 		execution.AppendEventsInput{TenantID: "t", RunID: "r", Events: in.Events.Events, Through: 14},
 		execution.RunParams{TenantID: "t", RunID: "r", Mode: execution.ModeLive},
 		// Not weft's: the default converter's own choices.
@@ -99,7 +107,8 @@ func TestDataConverterWritesWhatTheDefaultWrites(t *testing.T) {
 //	go test ./temporalclient -run '^$' -bench Payload -benchmem
 //
 // "weft-compact" is the same input as interpreter version 6 sends it
-// (the carried events in the compact form).
+// (the carried events in the compact form), "weft-compact-lean" as it
+// sends it for a run started with lean inputs (the run's constants left out).
 func BenchmarkNodeInputPayload(b *testing.B) {
 	in := chain10Input(b)
 	for _, c := range []struct {
@@ -110,6 +119,7 @@ func BenchmarkNodeInputPayload(b *testing.B) {
 		{"default", converter.GetDefaultDataConverter(), in},
 		{"weft", temporalclient.DataConverter(), in},
 		{"weft-compact", temporalclient.DataConverter(), compactInput(b, in)},
+		{"weft-compact-lean", temporalclient.DataConverter(), leanInput(compactInput(b, in))},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -151,7 +161,10 @@ func BenchmarkNodeResultPayload(b *testing.B) {
 // costs in allocations. "compact-events=N" is the same input as
 // interpreter version 6 sends it, the carried events in the compact form,
 // which the activity expands (NodeInput.CarriedEvents) as part of its
-// decoding.
+// decoding. "lean-compact-events=N" leaves out the run's constants too
+// (NodeInput.Lean), which the activity then takes from its per-process
+// cache of the run's record (one read per run and worker, not measured
+// here).
 //
 //	go test ./temporalclient -run '^$' -bench AttemptInputTrip -benchmem
 func BenchmarkAttemptInputTrip(b *testing.B) {
@@ -160,7 +173,8 @@ func BenchmarkAttemptInputTrip(b *testing.B) {
 	for _, c := range []struct {
 		n       int
 		compact bool
-	}{{0, false}, {3, false}, {14, false}, {3, true}, {14, true}} {
+		lean    bool
+	}{{0, false, false}, {3, false, false}, {14, false, false}, {3, true, false}, {14, true, false}, {3, true, true}, {14, true, true}} {
 		n := c.n
 		in := full
 		batch := *full.Events
@@ -169,6 +183,9 @@ func BenchmarkAttemptInputTrip(b *testing.B) {
 		name := fmt.Sprintf("events=%d", n)
 		if c.compact {
 			in, name = compactInput(b, in), "compact-"+name
+		}
+		if c.lean {
+			in, name = leanInput(in), "lean-"+name
 		}
 		p, err := dc.ToPayloads(in)
 		require.NoError(b, err)
