@@ -106,10 +106,10 @@ func (i *interpreter) startAttempt(n *node) {
 // leanInputs says whether attempts leave the run's constants out
 // (execution.NodeInput.Lean): from interpreter version 6, for a run whose
 // parameters ask for it. The parameters decide, not the worker's
-// configuration, so a replay sends what the original execution sent; the
-// version keeps an interpreter of an earlier release (which would never
-// record version 6) from running such a run at all, and so its local
-// activities from receiving lean inputs they cannot read.
+// configuration, so a replay sends what the original execution sent. An
+// execution begun by an earlier release's interpreter records an earlier
+// version and sends full inputs to its end; one that recorded 6 cannot be
+// run by an earlier release at all, so neither can its local attempts.
 func (i *interpreter) leanInputs() bool {
 	return i.version >= 6 && i.p.LeanInputs
 }
