@@ -12,38 +12,27 @@ import (
 // run's events (so a notification arrives only after its events commit).
 const EventsChannel = "weft_run_events"
 
-// feedApplicationName marks the listener's connection in pg_stat_activity.
-const feedApplicationName = "weft-event-feed"
-
 // EventFeed turns notifications on EventsChannel into wake-ups of the
-// subscribers of one run: one listening connection per API process, fanned
-// out in memory to every open event stream. A wake-up says only "this run
+// subscribers of one run: the process's one listening connection
+// (Store.Listener), fanned out in memory to every open event stream. A wake-up says only "this run
 // may have new events"; subscribers read the events from the store by seq,
 // so a coalesced, lost or duplicated notification never loses or repeats an
 // event. Notifications sent while the listener is disconnected are lost:
 // every (re)connection wakes every subscriber, and subscribers also re-read
 // on a timer of their own as a safety net.
 type EventFeed struct {
-	listener listener
+	store  *Store
+	logger *slog.Logger
 
 	mu        sync.Mutex
 	subs      map[string]map[chan struct{}]struct{}
 	connected bool
 }
 
-// NewEventFeed returns a feed listening on the store's database (its own
-// connection, outside the pool). Run it with Run.
+// NewEventFeed returns a feed listening on the store's database through
+// the store's listener (Store.Listener). Run it with Run.
 func (s *Store) NewEventFeed(logger *slog.Logger) *EventFeed {
-	f := &EventFeed{subs: map[string]map[chan struct{}]struct{}{}}
-	f.listener = s.newListener(logger, feedApplicationName, EventsChannel)
-	f.listener.connected = func() {
-		f.setConnected(true)
-		// Anything appended while no listener was connected was not notified.
-		f.wakeAll()
-	}
-	f.listener.notified = f.wake
-	f.listener.lost = func(error) { f.setConnected(false) }
-	return f
+	return &EventFeed{store: s, logger: logger, subs: map[string]map[chan struct{}]struct{}{}}
 }
 
 // Subscribe registers interest in runID's events. The channel receives a
@@ -82,7 +71,17 @@ func (f *EventFeed) Connected() bool {
 // Run listens until ctx is done, reconnecting with backoff after a lost
 // connection. It returns nil when ctx ends.
 func (f *EventFeed) Run(ctx context.Context) error {
-	f.listener.run(ctx)
+	f.store.Listen(ctx, Subscriber{
+		Channel: EventsChannel,
+		Logger:  f.logger,
+		Connected: func() {
+			f.setConnected(true)
+			// Anything appended while no listener was connected was not notified.
+			f.wakeAll()
+		},
+		Notified: f.wake,
+		Lost:     func(error) { f.setConnected(false) },
+	})
 	return nil
 }
 

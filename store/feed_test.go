@@ -72,7 +72,7 @@ func TestEventFeed(t *testing.T) {
 
 	// Kill the listener's backend: the feed reconnects and wakes everyone.
 	_, err := st.Pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE application_name = 'weft-event-feed' AND datname = current_database()`)
+		WHERE application_name = 'weft-listener' AND datname = current_database()`)
 	require.NoError(t, err)
 	waitWake(t, wakeA, "run a after the listener reconnected")
 	waitWake(t, wakeB, "run b after the listener reconnected")

@@ -16,10 +16,6 @@ import (
 // alone when the change names no single (tenant, sub).
 const RevocationsChannel = "weft_revocations"
 
-// revocationFeedApplicationName marks a cache's listener connection in
-// pg_stat_activity.
-const revocationFeedApplicationName = "weft-revocation-feed"
-
 // RevocationLeaseMargin is what a revocation adds to a holder's lease
 // before it stops waiting for that holder: the holder measures its lease
 // from before it sent its heartbeat, by its own monotonic clock, and the
@@ -163,23 +159,24 @@ type RevocationListener interface {
 	Lost(err error)
 }
 
-// ListenRevocations listens on RevocationsChannel on a connection of its
-// own (outside the pool, application_name weft-revocation-feed) until ctx
-// ends, reconnecting with backoff. A payload it cannot parse is reported
-// to l as a change of every key.
+// ListenRevocations listens on RevocationsChannel through the store's
+// listener (Store.Listener) until ctx ends, reconnecting with backoff: l is
+// told Lost on every lost connection and when ctx ends, and Connected on
+// every new one, as with a connection of its own. A payload it cannot
+// parse is reported to l as a change of every key.
 func (s *Store) ListenRevocations(ctx context.Context, logger *slog.Logger, l RevocationListener) {
-	feed := s.newListener(logger, revocationFeedApplicationName, RevocationsChannel)
-	feed.connected, feed.lost = l.Connected, l.Lost
-	feed.notified = func(payload string) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s.Listen(ctx, Subscriber{Channel: RevocationsChannel, Logger: logger, Connected: l.Connected, Lost: l.Lost, Notified: func(payload string) {
 		ch, err := ParseRevocationChange(payload)
 		if err != nil {
 			// Unreadable: treated as a change of everything, yet with no
 			// seq it cannot be acknowledged; the next heartbeat's epoch
 			// covers it.
-			feed.log.Warn("revocation feed: unreadable notification; dropping the whole cache", "err", err)
+			logger.Warn("revocation feed: unreadable notification; dropping the whole cache", "err", err)
 			ch = RevocationChange{All: true}
 		}
 		l.Changed(ch)
-	}
-	feed.run(ctx)
+	}})
 }

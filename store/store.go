@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -27,6 +28,11 @@ var migrationFiles embed.FS
 // Store wraps the pgx pool. Methods live in per-concern files.
 type Store struct {
 	Pool *pgxpool.Pool
+
+	// listener is the process's one listening connection (Listener),
+	// built on first use so a Store made of a bare pool has one too.
+	listenerOnce sync.Once
+	listener     *Listener
 }
 
 // Options shape the pool Open makes.
