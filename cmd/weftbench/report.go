@@ -251,7 +251,7 @@ func (r *Report) write(w io.Writer) {
 			h.Weft.WorkflowTasks, h.Hand.WorkflowTasks, h.Weft.Markers)
 	}
 
-	fmt.Fprintf(w, "\n### Throughput: %d chain10 runs at once (%d bursts each, interleaved)\n\n", o.Concurrency, o.Bursts)
+	fmt.Fprintf(w, "\n### Throughput: %d chain10 runs at once (%d bursts each, interleaved, after one unrecorded warm-up burst each: steady state)\n\n", o.Concurrency, o.Bursts)
 	writeThroughput(w, r.Throughput)
 	r.writeCPU(w, r.Throughput[0].Name, r.Throughput[0].CPUPerRun, r.Throughput[1].Name, r.Throughput[1].CPUPerRun)
 	fmt.Fprintf(w, "\n### Enqueue: %d starts from %d concurrent clients onto a task queue no worker polls (%d rounds after an unrecorded one, the sides' order alternating)\n\n", o.Enqueues, o.Clients, o.EnqueueRounds)
