@@ -8,7 +8,9 @@
 //   - Every change of revocations bumps revocation_epoch.seq and notifies
 //     weft_revocations with the seq and the (tenant, sub) changed, in the
 //     changing transaction. Seqs commit, and so arrive, in order.
-//   - A Cache is a holder: it listens on its own connection, drops the
+//   - A Cache is a holder: it listens (on the process's one listening
+//     connection, store.Listener, which tells it of every lost and new
+//     connection as a connection of its own would), drops the
 //     changed key on each notification (the whole cache on a gap, an
 //     unnamed key, or a lost or new connection), and heartbeats every
 //     Heartbeat with the highest seq it has dropped (acked); the
