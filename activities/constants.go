@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 )
@@ -21,50 +19,40 @@ type constantsSource interface {
 	RunConstants(ctx context.Context, tenantID, runID string) (execution.RunConstants, error)
 }
 
-// runConstants is an LRU of runs' constants by (tenant, run): the run's
-// row never changes them after the enqueue, so an entry never goes stale.
-// The key holds the tenant so that an input naming another tenant's run
-// can never be answered from a run read for its own tenant: it misses,
-// and the store, which reads by tenant and run, finds nothing.
+// runConstants reads runs' constants from their records, once per worker
+// per run (runMemo): the run's row never changes them after the enqueue,
+// so an entry never goes stale.
 type runConstants struct {
-	src constantsSource
-	lru *lru.Cache[runKey, execution.RunConstants]
+	src  constantsSource
+	memo *runMemo[execution.RunConstants]
 }
 
 func newRunConstants(src constantsSource, size int) *runConstants {
-	if size <= 0 {
-		size = DefaultRunConstantsCacheSize
-	}
-	cache, _ := lru.New[runKey, execution.RunConstants](size) // fails only for a size below 1
-	return &runConstants{src: src, lru: cache}
+	return &runConstants{src: src, memo: newRunMemo[execution.RunConstants](size, DefaultRunConstantsCacheSize)}
 }
 
-// get returns the run's constants, reading them on a miss. Concurrent
-// misses of one run may read twice; the row is the same. A failed read is
-// not cached: a run not found is permanent RUN_NOT_FOUND (the attempt
-// cannot run without its permissions, revision and mode); an unreachable
-// store is returned as it is, for durable to answer STORE_UNAVAILABLE so
-// that the interpreter re-dispatches the attempt without spending it.
+// get returns the run's constants, reading them on a miss. A failed read is
+// not kept: a run not found is permanent RUN_NOT_FOUND (the attempt cannot
+// run without its permissions, revision and mode); an unreachable store is
+// returned as it is, for durable to answer STORE_UNAVAILABLE so that the
+// interpreter re-dispatches the attempt without spending it.
 func (c *runConstants) get(ctx context.Context, tenantID, runID string) (execution.RunConstants, error) {
-	key := runKey{tenantID, runID}
-	if v, ok := c.lru.Get(key); ok {
-		return v, nil
-	}
-	v, err := c.src.RunConstants(ctx, tenantID, runID)
-	if err != nil {
-		if errors.Is(err, failure.ErrNotFound) {
-			return execution.RunConstants{}, permanent(execution.ErrRunNotFound, err,
-				"the attempt's input leaves the run's constants to its record, and tenant %q has no run %q", tenantID, runID)
+	return c.memo.get(ctx, tenantID, runID, func(ctx context.Context) (execution.RunConstants, error) {
+		v, err := c.src.RunConstants(ctx, tenantID, runID)
+		if err != nil {
+			if errors.Is(err, failure.ErrNotFound) {
+				return execution.RunConstants{}, permanent(execution.ErrRunNotFound, err,
+					"the attempt's input leaves the run's constants to its record, and tenant %q has no run %q", tenantID, runID)
+			}
+			return execution.RunConstants{}, storeError(execution.ErrRunNotFound, err, "read the constants of run "+runID)
 		}
-		return execution.RunConstants{}, storeError(execution.ErrRunNotFound, err, "read the constants of run "+runID)
-	}
-	if v.Mode != execution.ModeLive && v.Mode != execution.ModeSimulation {
-		// Never guess: an unknown mode is not live, and not safely simulated either.
-		return execution.RunConstants{}, permanent(execution.ErrRunNotFound, nil,
-			"run %q of tenant %q is stored with mode %q, neither live nor simulation", runID, tenantID, v.Mode)
-	}
-	c.lru.Add(key, v)
-	return v, nil
+		if v.Mode != execution.ModeLive && v.Mode != execution.ModeSimulation {
+			// Never guess: an unknown mode is not live, and not safely simulated either.
+			return execution.RunConstants{}, permanent(execution.ErrRunNotFound, nil,
+				"run %q of tenant %q is stored with mode %q, neither live nor simulation", runID, tenantID, v.Mode)
+		}
+		return v, nil
+	})
 }
 
 // withRunConstants completes a lean input (execution.NodeInput.Lean) with

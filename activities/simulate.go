@@ -9,7 +9,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/fixtures"
 	"github.com/weftworks/weft/graph"
@@ -242,46 +241,36 @@ func simulatedError(n graph.Node, e fixtures.Error, durationMs int64) error {
 		temporal.ApplicationErrorOptions{NonRetryable: !e.IsRetryable(), Details: []any{details}})
 }
 
-// fixtureCache is an LRU of parsed fixtures by (tenant, run). A run's
-// fixtures are written once, at enqueue, so entries never go stale.
+// fixtureCache reads runs' parsed fixtures, once per worker per run
+// (runMemo): a run's fixtures are written once, at enqueue, so entries
+// never go stale.
 type fixtureCache struct {
-	src fixtureSource
-	lru *lru.Cache[fixtureKey, fixtures.Set]
+	src  fixtureSource
+	memo *runMemo[fixtures.Set]
 }
 
-type fixtureKey struct{ tenantID, runID string }
-
 func newFixtureCache(src fixtureSource, size int) *fixtureCache {
-	if size <= 0 {
-		size = DefaultFixtureCacheSize
-	}
-	cache, _ := lru.New[fixtureKey, fixtures.Set](size) // fails only for a size below 1
-	return &fixtureCache{src: src, lru: cache}
+	return &fixtureCache{src: src, memo: newRunMemo[fixtures.Set](size, DefaultFixtureCacheSize)}
 }
 
 // get returns the run's fixtures, loading them on a miss. A run that is
 // not a simulation is refused: its nodes must never be simulated.
 func (c *fixtureCache) get(ctx context.Context, tenantID, runID string) (fixtures.Set, error) {
-	key := fixtureKey{tenantID, runID}
-	if set, ok := c.lru.Get(key); ok {
+	return c.memo.get(ctx, tenantID, runID, func(ctx context.Context) (fixtures.Set, error) {
+		mode, raw, err := c.src.RunFixtures(ctx, tenantID, runID)
+		if err != nil {
+			return nil, storeError(ErrInvalidFixtures, err, "load the fixtures of run "+runID)
+		}
+		if mode != string(execution.ModeSimulation) {
+			return nil, permanent(ErrNotSimulation, nil, "run %s is a %s run; its nodes are never simulated", runID, mode)
+		}
+		// Stored fixtures passed the starter's checks at enqueue, under
+		// fixtures.MaxRecordedBytes at most (a replay's derived fixtures).
+		set, problems := fixtures.ParseWithin(raw, fixtures.MaxRecordedBytes)
+		if len(problems) > 0 {
+			return nil, permanentWithDetails(ErrInvalidFixtures, map[string]any{"errors": problems},
+				"run %s: stored fixtures are invalid at %q: %s", runID, problems[0].Path, problems[0].Message)
+		}
 		return set, nil
-	}
-	mode, raw, err := c.src.RunFixtures(ctx, tenantID, runID)
-	if err != nil {
-		return nil, storeError(ErrInvalidFixtures, err, "load the fixtures of run "+runID)
-	}
-	if mode != string(execution.ModeSimulation) {
-		return nil, permanent(ErrNotSimulation, nil, "run %s is a %s run; its nodes are never simulated", runID, mode)
-	}
-	// Stored fixtures passed the starter's checks at enqueue, under
-	// fixtures.MaxRecordedBytes at most (a replay's derived fixtures).
-	set, problems := fixtures.ParseWithin(raw, fixtures.MaxRecordedBytes)
-	if len(problems) > 0 {
-		return nil, permanentWithDetails(ErrInvalidFixtures, map[string]any{"errors": problems},
-			"run %s: stored fixtures are invalid at %q: %s", runID, problems[0].Path, problems[0].Message)
-	}
-	if first, ok, _ := c.lru.PeekOrAdd(key, set); ok {
-		return first, nil
-	}
-	return set, nil
+	})
 }
