@@ -61,7 +61,9 @@ import (
 //	   run, type/node/attempt read from the key, times as microsecond
 //	   offsets from one base) instead of NodeInput.Events; the activities
 //	   expand it to the events the store would have kept from the plain
-//	   form (events.go, carryIn).
+//	   form (events.go, carryIn); and, for a run whose parameters ask for
+//	   it (RunParams.LeanInputs), attempts leave the run's constants to
+//	   the run's record (NodeInput.Lean, attempts.go leanInputs).
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
