@@ -1,7 +1,6 @@
 package execution
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -186,9 +185,7 @@ func canonicalAttempt(s string) bool {
 func (c *CompactBatch) UnmarshalJSON(data []byte) error {
 	type plain CompactBatch // the same fields without this method
 	var p plain
-	if n := bytes.Count(data, compactKeyMember); n > 0 {
-		p.Events = make([]CompactEvent, 0, min(n, len(data)/minCompactEventJSONBytes+1))
-	}
+	p.Events = presized[CompactEvent](data, compactKeyMember, minCompactEventJSONBytes)
 	if err := json.Unmarshal(data, &p); err != nil {
 		return err
 	}

@@ -368,11 +368,7 @@ type EventBatch struct {
 func (b *EventBatch) UnmarshalJSON(data []byte) error {
 	type plain EventBatch // the same fields without this method
 	var p plain
-	if n := bytes.Count(data, eventKeyMember); n > 0 {
-		// Values may hold "key" too: no more events than the bytes could
-		// encode, so a value full of them cannot inflate the allocation.
-		p.Events = make([]EventDraft, 0, min(n, len(data)/minEventJSONBytes+1))
-	}
+	p.Events = presized[EventDraft](data, eventKeyMember, minEventJSONBytes)
 	if err := json.Unmarshal(data, &p); err != nil {
 		return err
 	}
@@ -384,6 +380,19 @@ func (b *EventBatch) UnmarshalJSON(data []byte) error {
 }
 
 var eventKeyMember = []byte(`"key"`)
+
+// presized is an empty slice with room for one element per occurrence of
+// member in data (each element of a batch has exactly one), or nil when
+// there is none. Values may hold the member too: never more elements than
+// the bytes could encode at minBytes each, so a value full of them cannot
+// inflate the allocation.
+func presized[E any](data, member []byte, minBytes int) []E {
+	n := bytes.Count(data, member)
+	if n == 0 {
+		return nil
+	}
+	return make([]E, 0, min(n, len(data)/minBytes+1))
+}
 
 // minEventJSONBytes is less than any of weft's events takes encoded (a
 // key holding the run id, a dotted type, a time); a smaller one would only
