@@ -210,3 +210,36 @@ func (r *runAppends) AppendEvents(ctx context.Context, tenantID, runID string, e
 		return r.events.AppendEvents(ctx, tenantID, runID, events, upd)
 	})
 }
+
+// Flush is a flush (the AppendEvents local activity) in the run's turn:
+// its events less those this worker has seen committed by then, and its
+// run update.
+//
+// A flush carries the interpreter's whole unconfirmed prefix, so at the
+// run's end it holds again what the last attempts carried and could not
+// confirm before they answered (a read action answers before its append
+// commits). The flush waits for those appends (the run's turn), then sent
+// their events again, each found by key and skipped inside the statement,
+// on the run's critical path. From interpreter version 4 a
+// flush names the ordinal of its last event (AppendEventsInput.Through),
+// so the events through the ordinal this worker knows committed
+// (appendedRuns) are left out, as a carried batch leaves them out
+// (unappended). What is left out is in the log already: appendedRuns
+// holds only ordinals of carried batches that committed, and those came
+// from workflow tasks that completed, so a workflow task executed again
+// records the same events under them. The flush itself is never recorded
+// there: it may come from a workflow task that never completes, whose
+// ordinals a new execution of the task may give to other events.
+// Without Through (before version 4) the flush sends all it was given.
+func (r *runAppends) Flush(ctx context.Context, in execution.AppendEventsInput) error {
+	return r.inTurn(ctx, runKey{in.TenantID, in.RunID}, nil, func(*appendLane) error {
+		events := in.Events
+		if in.Through > 0 {
+			events = unappended(&execution.EventBatch{Events: in.Events, Through: in.Through}, r.appended.through(in.TenantID, in.RunID))
+			if len(events) == 0 && in.Run == nil {
+				return nil
+			}
+		}
+		return r.events.AppendEvents(ctx, in.TenantID, in.RunID, events, in.Run)
+	})
+}

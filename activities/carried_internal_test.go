@@ -167,6 +167,81 @@ func TestFlushWaitsForTheRunsAppendInFlight(t *testing.T) {
 	require.Equal(t, [][]string{{"k1", "k2"}, {"k1", "k2", "k3"}}, app.sent())
 }
 
+// A flush that names its last ordinal (interpreter version 4 on) leaves
+// out the events this worker saw committed by the time it has the run's
+// turn, and always applies its run update; without an ordinal it sends
+// all it was given. A flush never counts as a committed carried batch.
+func TestFlushLeavesOutWhatIsKnownCommitted(t *testing.T) {
+	app := &updateRecorder{}
+	r := newRunAppends(app, newAppendedRuns(8))
+	ctx := context.Background()
+	require.NoError(t, r.carry(ctx, "t", "r", draftBatch(1, 2)))
+	done := &execution.RunUpdate{Status: execution.StatusSucceeded}
+
+	flush := func(first, through int, upd *execution.RunUpdate, named bool) {
+		in := execution.AppendEventsInput{TenantID: "t", RunID: "r", Events: draftBatch(first, through).Events, Run: upd}
+		if named {
+			in.Through = through
+		}
+		require.NoError(t, r.Flush(ctx, in))
+	}
+	flush(1, 4, done, true)  // k1, k2 committed by the carried batch
+	flush(1, 4, done, false) // no ordinal (before version 4): all of it
+	flush(1, 2, nil, true)   // nothing new, no update: no append at all
+	flush(2, 2, done, true)  // nothing new, but the run's update
+	require.Equal(t, []updateCall{
+		{keys: []string{"k1", "k2"}},
+		{keys: []string{"k3", "k4"}, status: execution.StatusSucceeded},
+		{keys: []string{"k1", "k2", "k3", "k4"}, status: execution.StatusSucceeded},
+		{keys: []string{}, status: execution.StatusSucceeded},
+	}, app.calls)
+	require.Equal(t, 2, r.appended.through("t", "r"), "a flush is not recorded as committed")
+}
+
+// A flush behind the run's carried append in flight sends only what that
+// append did not commit.
+func TestFlushAfterTheAppendInFlightSendsTheRest(t *testing.T) {
+	app := newBlockingAppender(0)
+	r := newRunAppends(app, newAppendedRuns(8))
+	ctx := context.Background()
+	carried := make(chan error, 1)
+	go func() { carried <- r.carry(ctx, "t", "r", draftBatch(1, 2)) }()
+	<-app.entered
+	flushed := make(chan error, 1)
+	go func() {
+		flushed <- r.Flush(ctx, execution.AppendEventsInput{TenantID: "t", RunID: "r", Events: draftBatch(1, 3).Events, Through: 3})
+	}()
+	require.Eventually(t, func() bool { return laneUsers(r, "r") == 2 }, 30*time.Second, time.Millisecond)
+	require.Empty(t, app.entered, "the flush started sending while the run's append was in flight")
+	app.gate <- struct{}{}
+	require.NoError(t, <-carried)
+	app.gate <- struct{}{}
+	require.NoError(t, <-flushed)
+	require.Equal(t, [][]string{{"k1", "k2"}, {"k3"}}, app.sent())
+}
+
+// updateRecorder records each append's keys and the status of its run update.
+type updateRecorder struct {
+	calls []updateCall
+}
+
+type updateCall struct {
+	keys   []string
+	status string
+}
+
+func (u *updateRecorder) AppendEvents(_ context.Context, _, _ string, evs []execution.EventDraft, upd *execution.RunUpdate) error {
+	c := updateCall{keys: []string{}}
+	for _, e := range evs {
+		c.keys = append(c.keys, e.Key)
+	}
+	if upd != nil {
+		c.status = upd.Status
+	}
+	u.calls = append(u.calls, c)
+	return nil
+}
+
 // A carrier waiting for its run's turn gives up with its context.
 func TestCarriedAppendWaitingForItsTurnEndsWithItsContext(t *testing.T) {
 	app := newBlockingAppender(0)

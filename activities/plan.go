@@ -72,7 +72,12 @@ func (a *PlanActivities) LoadPlan(ctx context.Context, in execution.LoadPlanInpu
 
 // EventActivities appends the interpreter's buffered events.
 type EventActivities struct {
-	events eventAppender
+	events flusher
+}
+
+// flusher appends a flush's events in its run's turn (runAppends).
+type flusher interface {
+	Flush(ctx context.Context, in execution.AppendEventsInput) error
 }
 
 // AppendEvents (execution.ActivityAppendEvents, local) appends events and
@@ -80,7 +85,7 @@ type EventActivities struct {
 // store skips event keys it already holds. Malformed events or an unknown
 // run are permanent errors; database failures are retried.
 func (a *EventActivities) AppendEvents(ctx context.Context, in execution.AppendEventsInput) error {
-	if err := a.events.AppendEvents(ctx, in.TenantID, in.RunID, in.Events, in.Run); err != nil {
+	if err := a.events.Flush(ctx, in); err != nil {
 		return storeError(execution.ErrAppendRefused, err, "append events")
 	}
 	return nil
