@@ -53,6 +53,12 @@ type Deps struct {
 	// each attempt's from Store. Tool calls read the run's authority from
 	// Store either way.
 	Revocations RevocationSource
+	// PrefetchRunConstants reads a run's constants (lean inputs,
+	// withRunConstants) while its workflow's first task loads the plan,
+	// so its first attempt does not read them on its path. Worth it when
+	// runs send lean inputs (WEFT_LEAN_INPUTS); otherwise it only adds a
+	// read per workflow execution.
+	PrefetchRunConstants bool
 	// Drain is the worker's drain window on shutdown (WEFT_WORKER_DRAIN,
 	// the SDK's WorkerStopTimeout): attempts still running shortly before
 	// it ends are handed back as WORKER_DRAINED (durability.go).
@@ -86,6 +92,9 @@ func Register(r worker.ActivityRegistry, d Deps) error {
 	}
 	consts := newRunConstants(d.Store, DefaultRunConstantsCacheSize)
 	plans := newPlanActivities(d.Store)
+	if d.PrefetchRunConstants {
+		plans.constants = consts
+	}
 	// A run's appends, carried and flushed, take turns in this process (runAppends).
 	// Carried appends of different runs share commits (appendGroups).
 	appends := newGroupedRunAppends(d.Store, newAppendedRuns(appendedRunsSize))

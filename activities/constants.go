@@ -3,9 +3,11 @@ package activities
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
+	"github.com/weftworks/weft/store"
 )
 
 // DefaultRunConstantsCacheSize bounds the runs whose constants a worker
@@ -53,6 +55,48 @@ func (c *runConstants) get(ctx context.Context, tenantID, runID string) (executi
 		}
 		return v, nil
 	})
+}
+
+// workflowConstantsSource reads a run's constants by its workflow id
+// (store.Store), for prefetch.
+type workflowConstantsSource interface {
+	RunConstantsOfWorkflow(ctx context.Context, tenantID, workflowID string) (string, execution.RunConstants, error)
+}
+
+var _ workflowConstantsSource = (*store.Store)(nil)
+
+// prefetchTimeout bounds a prefetch's read: it is an optimisation, and the
+// attempt reads the constants itself if the prefetch has not kept them.
+const prefetchTimeout = 10 * time.Second
+
+// prefetch reads, on a goroutine of its own, the constants of the tenant's
+// run whose workflow id is workflowID and keeps them for the run, so the
+// run's first attempt finds them in memory instead of reading them on its
+// path (in weftbench, 3.6 ms median against 0.2 ms for the run's other
+// attempts, at load 11-19). It keeps only what get would have kept: the
+// same row, read by tenant, under its own tenant and run id, a valid mode.
+// A failed read is dropped silently: the attempt reads, and reports, as
+// before. done, when not nil, is called once the read ended (tests).
+func (c *runConstants) prefetch(tenantID, workflowID string, done func()) {
+	src, ok := c.src.(workflowConstantsSource)
+	if !ok || tenantID == "" || workflowID == "" {
+		if done != nil {
+			done()
+		}
+		return
+	}
+	go func() {
+		if done != nil {
+			defer done()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), prefetchTimeout)
+		defer cancel()
+		runID, v, err := src.RunConstantsOfWorkflow(ctx, tenantID, workflowID)
+		if err != nil || runID == "" || (v.Mode != execution.ModeLive && v.Mode != execution.ModeSimulation) {
+			return
+		}
+		c.memo.lru.PeekOrAdd(runKey{tenantID, runID}, v)
+	}()
 }
 
 // withRunConstants completes a lean input (execution.NodeInput.Lean) with

@@ -136,3 +136,69 @@ func TestObservedLogsTheCompletedInput(t *testing.T) {
 	require.Contains(t, out.String(), `"workflowKey":"wf"`)
 	require.Contains(t, out.String(), `"mode":"live"`)
 }
+
+// workflowConstants is fakeConstants that also answers by workflow id.
+type workflowConstants struct {
+	fakeConstants
+	workflows map[runKey]string // (tenant, workflow id) → run id
+}
+
+func (w *workflowConstants) RunConstantsOfWorkflow(ctx context.Context, tenantID, workflowID string) (string, execution.RunConstants, error) {
+	runID, ok := w.workflows[runKey{tenantID, workflowID}]
+	if !ok {
+		return "", execution.RunConstants{}, failure.ErrNotFound
+	}
+	c, err := w.RunConstants(ctx, tenantID, runID)
+	return runID, c, err
+}
+
+// A prefetch keeps the run's constants under its tenant and run, so the
+// run's first attempt reads nothing; one that finds no run of the tenant,
+// or a run of an unknown mode, keeps nothing and the attempt reads (and
+// refuses) as before.
+func TestPrefetchedConstantsSpareTheFirstAttemptItsRead(t *testing.T) {
+	odd := aliceRun
+	odd.Mode = "replay"
+	src := &workflowConstants{
+		fakeConstants: fakeConstants{runs: map[runKey]execution.RunConstants{{"tenant-a", "run-1"}: aliceRun, {"tenant-a", "run-2"}: odd}},
+		workflows:     map[runKey]string{{"tenant-a", "wf-1"}: "run-1", {"tenant-a", "wf-2"}: "run-2"},
+	}
+	consts := newRunConstants(src, 8)
+	prefetch := func(tenantID, workflowID string) {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		consts.prefetch(tenantID, workflowID, wg.Done)
+		wg.Wait()
+	}
+	prefetch("tenant-a", "wf-1")
+	prefetch("tenant-b", "wf-1") // another tenant's workflow id: nothing
+	prefetch("tenant-a", "wf-2") // a mode neither live nor simulation: not kept
+	require.Equal(t, []runKey{{"tenant-a", "run-1"}, {"tenant-a", "run-2"}}, src.reads)
+
+	var got execution.NodeInput
+	run := withRunConstants(echoInput(&got), consts)
+	_, err := run(context.Background(), execution.NodeInput{TenantID: "tenant-a", RunID: "run-1", Lean: true})
+	require.NoError(t, err)
+	require.Equal(t, aliceRun.Permissions, got.Permissions)
+	require.Len(t, src.reads, 2, "the first attempt found the prefetched constants")
+
+	_, err = run(context.Background(), execution.NodeInput{TenantID: "tenant-b", RunID: "run-1", Lean: true})
+	requireErrType(t, err, execution.ErrRunNotFound)
+	_, err = run(context.Background(), execution.NodeInput{TenantID: "tenant-a", RunID: "run-2", Lean: true})
+	requireErrType(t, err, execution.ErrRunNotFound)
+	require.Len(t, src.reads, 4, "what the prefetch did not keep is read by the attempt")
+
+	// A source that cannot read by workflow id prefetches nothing.
+	plain := newRunConstants(&fakeConstants{}, 8)
+	done := false
+	plain.prefetch("tenant-a", "wf-1", func() { done = true })
+	require.True(t, done)
+}
+
+// requireErrType asserts err is an application error of type errType.
+func requireErrType(t *testing.T, err error, errType string) {
+	t.Helper()
+	var ae *temporal.ApplicationError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, errType, ae.Type())
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/graph"
 	"github.com/weftworks/weft/store"
 )
@@ -114,4 +115,23 @@ func TestLeanInputWithoutItsRunIsRefused(t *testing.T) {
 	noRun.RunID = ""
 	_, err = b.runNode(noRun)
 	wantAppErr(t, err, execution.ErrRunNotFound, true)
+}
+
+// A run's constants read by its workflow id are those read by its run id,
+// with the run's id; another tenant's workflow id finds nothing.
+func TestRunConstantsOfWorkflowAreTheRunsConstants(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t, localDoc)
+	b.storeRun(tenant, execution.ModeLive, []string{"notes.write"})
+	ctx := context.Background()
+	want, err := b.st.RunConstants(ctx, tenant, "run-1")
+	require.NoError(t, err)
+	runID, got, err := b.st.RunConstantsOfWorkflow(ctx, tenant, "weft-"+tenant)
+	require.NoError(t, err)
+	require.Equal(t, "run-1", runID)
+	require.Equal(t, want, got)
+	_, _, err = b.st.RunConstantsOfWorkflow(ctx, "tenant-2", "weft-"+tenant)
+	require.ErrorIs(t, err, failure.ErrNotFound)
+	_, _, err = b.st.RunConstantsOfWorkflow(ctx, tenant, "weft-nobody")
+	require.ErrorIs(t, err, failure.ErrNotFound)
 }

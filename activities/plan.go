@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"go.temporal.io/sdk/activity"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/graph"
@@ -40,6 +41,9 @@ var (
 type PlanActivities struct {
 	plans planLoader
 	cache *lru.Cache[planKey, *graph.Plan]
+	// constants, when set, are prefetched for the run whose workflow
+	// loads its plan (Deps.PrefetchRunConstants).
+	constants *runConstants
 }
 
 type planKey struct{ tenant, checksum string }
@@ -57,7 +61,13 @@ func newPlanActivities(plans planLoader) *PlanActivities {
 // (tenant, checksum): ids, kinds, wiring, retries and timeouts, never node
 // bodies. A missing plan is permanent (PLAN_NOT_FOUND): retrying cannot make
 // it appear, since compiled revisions are stored before any run starts.
+//
+// A run's workflow loads its plan first, in its first workflow task, so
+// the run's constants are read meanwhile for its attempts (prefetch).
 func (a *PlanActivities) LoadPlan(ctx context.Context, in execution.LoadPlanInput) (*graph.Plan, error) {
+	if a.constants != nil && activity.IsActivity(ctx) {
+		a.constants.prefetch(in.TenantID, activity.GetInfo(ctx).WorkflowExecution.ID, nil)
+	}
 	key := planKey{in.TenantID, in.Checksum}
 	if p, ok := a.cache.Get(key); ok {
 		return p, nil

@@ -47,7 +47,8 @@ func register(r sdkworker.Registry, d Deps, actions *catalog.Registry) error {
 	}
 	workflows.Register(r)
 	if err := activities.Register(r, activities.Deps{Store: d.Store, Actions: actions, Logger: d.Logger, Observer: d.Metrics,
-		Variables: d.Variables, Agents: rt, Drain: d.Config.WorkerDrain, Revocations: d.Revocations}); err != nil {
+		Variables: d.Variables, Agents: rt, Drain: d.Config.WorkerDrain, Revocations: d.Revocations,
+		PrefetchRunConstants: d.Config.LeanInputs}); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	// Schedule firings enqueue through the one execution capability, as a
