@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -145,4 +147,25 @@ func TestRegisterSearchAttributes(t *testing.T) {
 	added, err = temporalclient.RegisterSearchAttributes(ctx, c, "default")
 	require.NoError(t, err, "second register: added %v, err", added)
 	require.Empty(t, added, "second register: added %v, err %v", added, err)
+
+	// The attributes registered at runtime become usable: weft's tuning
+	// keeps the dev server's search-attribute cache
+	// (system.forceSearchAttributesCacheRefreshOnRead=false), so a start
+	// carrying them may be refused until the namespace's mapping is
+	// refreshed (~2 s measured; an enqueue's refused start is left to the
+	// sweeper), then it is accepted and listed by them.
+	id := "registered-at-runtime"
+	opts := client.StartWorkflowOptions{ID: id, TaskQueue: "nobody-polls",
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			execution.KeyTenant.ValueSet("t1"), execution.KeyWorkflowKey.ValueSet("wf"),
+			execution.KeyMode.ValueSet("live"), execution.KeyRevision.ValueSet(3))}
+	require.Eventually(t, func() bool {
+		_, err := c.ExecuteWorkflow(ctx, opts, "anything")
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "a start carrying the search attributes registered at runtime is still refused")
+	query := execution.SearchAttrTenant + " = 't1' AND " + execution.SearchAttrRevision + " = 3"
+	require.Eventually(t, func() bool {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: query})
+		return err == nil && len(resp.GetExecutions()) == 1 && resp.GetExecutions()[0].GetExecution().GetWorkflowId() == id
+	}, 30*time.Second, 50*time.Millisecond, "the workflow is not listed by %s", query)
 }
