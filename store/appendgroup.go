@@ -13,11 +13,43 @@ import (
 )
 
 // AppendRequest is one run's part of AppendEventsGroup: what AppendEvents
-// takes.
+// takes, and for an append an attempt carries (AppendCarried) the
+// interpreter ordinals that order it against the run's other carriers.
 type AppendRequest struct {
 	TenantID, RunID string
 	Events          []execution.EventDraft
 	Update          *execution.RunUpdate
+	// After, when positive, makes the request a suffix: its events follow
+	// those through ordinal After, which an earlier carrier was given. It
+	// is refused (ErrEventsGap, nothing written) unless appends that
+	// vouched for it (Through) already logged every event through After.
+	After int
+	// Through, when positive, is the ordinal of the request's last event:
+	// the request vouches that, once its events are in the log, every
+	// event of the run through Through is (it holds the interpreter's
+	// whole unconfirmed prefix, or is a suffix that passes the check).
+	// Only an append whose ordinals are the ones the run's history keeps
+	// may vouch: an attempt's, never a flush's (migration 00026).
+	Through int
+}
+
+// CodeEventsGap is the code of ErrEventsGap.
+const CodeEventsGap = "EVENTS_GAP"
+
+// ErrEventsGap refuses a suffix (AppendRequest.After) whose preceding
+// events the log is not known to hold: an earlier carrier's append has not
+// committed yet, or was lost. Nothing of the request was written; the
+// interpreter still holds its events and the ones before them.
+var ErrEventsGap = failure.New(CodeEventsGap, "the events before this batch are not yet in the run's log; nothing was appended")
+
+// AppendCarried appends one batch an attempt carries: AppendEvents with
+// the request's After check and Through vouch (ErrEventsGap when refused).
+func (s *Store) AppendCarried(ctx context.Context, r AppendRequest) error {
+	call, err := s.prepareAppend(ctx, r, false)
+	if err != nil {
+		return err
+	}
+	return s.sendAppend(ctx, call)
 }
 
 // AppendEventsGroup appends several runs' events in one transaction, so
@@ -62,12 +94,13 @@ func (s *Store) AppendEventsGroup(ctx context.Context, reqs []AppendRequest) []e
 		batch.Queue(appendEventsSQL, p.call.args()...)
 	}
 	found := make([]bool, len(group))
+	gap := make([]bool, len(group))
 	err := func() error {
 		res := s.Pool.SendBatch(ctx, batch)
 		for k := range group {
 			var status string
 			var closed bool
-			if err := res.QueryRow().Scan(&found[k], &status, new(int), &closed); err != nil {
+			if err := res.QueryRow().Scan(&found[k], &status, new(int), &closed, &gap[k]); err != nil {
 				res.Close()
 				return err
 			}
@@ -81,8 +114,11 @@ func (s *Store) AppendEventsGroup(ctx context.Context, reqs []AppendRequest) []e
 		return errs
 	}
 	for k, p := range group {
-		if !found[k] {
+		switch {
+		case !found[k]:
 			errs[p.i] = fmt.Errorf("store: append events to run %s: %w", p.call.runID, failure.ErrNotFound)
+		case gap[k]:
+			errs[p.i] = fmt.Errorf("store: append events to run %s: %w", p.call.runID, ErrEventsGap)
 		}
 	}
 	return errs
@@ -98,10 +134,14 @@ func (s *Store) prepareAppend(ctx context.Context, r AppendRequest, onlyIfActive
 	if r.Update != nil && r.Update.Status != "" && statusRank(r.Update.Status) < 0 {
 		return nil, failure.New(failure.CodeInvalidRequest, "run update status %q is unknown", r.Update.Status)
 	}
+	if r.After < 0 || r.Through < 0 || (r.After > 0 && r.Through < r.After+len(r.Events)) {
+		return nil, failure.New(failure.CodeInvalidRequest, "carried ordinals after %d through %d do not hold %d events", r.After, r.Through, len(r.Events))
+	}
 	call, err := newAppendCall(r.TenantID, r.RunID, prepared, onlyIfActive)
 	if err != nil {
 		return nil, err
 	}
+	call.after, call.through = r.After, r.Through
 	if err := call.update(ctx, s.Pool, r.TenantID, r.RunID, r.Update, r.Events); err != nil {
 		return nil, err
 	}
@@ -110,11 +150,14 @@ func (s *Store) prepareAppend(ctx context.Context, r AppendRequest, onlyIfActive
 
 // sendAppend sends one prepared call in its own statement (and transaction).
 func (s *Store) sendAppend(ctx context.Context, call *appendCall) error {
-	var found, wasClosed bool
+	var found, wasClosed, gap bool
 	var status string
-	err := s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed)
-	if err == nil && !found {
+	err := s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed, &gap)
+	switch {
+	case err == nil && !found:
 		err = failure.ErrNotFound
+	case err == nil && gap:
+		err = ErrEventsGap
 	}
 	if err != nil {
 		return fmt.Errorf("store: append events to run %s: %w", call.runID, err)

@@ -41,7 +41,9 @@ type appendAnswer struct {
 // forward-only terminal projection, the reconciler's only-if-active, a run
 // of another tenant) runs on a database migrated to 00024 and on one
 // migrated to the latest, and the answers, the event rows, the run rows
-// (updated_at aside) and the approvals must match.
+// (updated_at aside) and the approvals must match. Since migration 00026
+// the latest database answers through the third signature, with no
+// carried ordinals (what a flush sends): it must write the same.
 func TestAppendEventsOneRunUpdateWritesWhat00023Wrote(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

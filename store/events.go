@@ -119,7 +119,7 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 	// batch: the events, the move to running and the terminal projection.
 	var found, wasClosed bool
 	var status string
-	err = s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed)
+	err = s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed, new(bool))
 	if err == nil && !found {
 		err = failure.ErrNotFound
 	}
@@ -130,13 +130,14 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 	return !(onlyIfActive && wasClosed), nil
 }
 
-// appendEventsSQL calls weft_append_events (its second signature,
-// migration 00023: each event's data sent once, the run's part once per
-// call; its body since 00025 updates the run row once per call) with an
-// appendCall's arguments.
-const appendEventsSQL = `SELECT run_found, run_status, appended, was_terminal FROM weft_append_events($1, $2, $3, $4,
+// appendEventsSQL calls weft_append_events (its third signature,
+// migration 00026: 00023's arguments, each event's data sent once and the
+// run's part once per call, 00025's body updating the run row once per
+// call, and a carried batch's After check and Through vouch, 0 for none)
+// with an appendCall's arguments.
+const appendEventsSQL = `SELECT run_found, run_status, appended, was_terminal, gap FROM weft_append_events($1, $2, $3, $4,
 	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::bytea[], $11::bytea[], $12::bytea[],
-	$13::bytea, $14::timestamptz, $15, $16, $17, $18::text::jsonb, $19::text::jsonb, $20::timestamptz)`
+	$13::bytea, $14::timestamptz, $15, $16, $17, $18::text::jsonb, $19::text::jsonb, $20::timestamptz, $21::integer, $22::integer)`
 
 // appendCall is one weft_append_events call: the prepared events laid out
 // as arrays, each event's canonical form in the pieces the function hashes
@@ -155,6 +156,7 @@ type appendCall struct {
 	finalStatus           string
 	output, runError      *string // JSON text, nil for SQL NULL
 	finishedAt            *time.Time
+	after, through        int // AppendRequest's
 }
 
 func newAppendCall(tenantID, runID string, events []preparedEvent, onlyIfActive bool) (*appendCall, error) {
@@ -231,7 +233,7 @@ func (c *appendCall) update(ctx context.Context, q querier, tenantID, runID stri
 func (c *appendCall) args() []any {
 	return []any{c.runID, c.tenantID, c.onlyIfActive, execution.EventSchemaVersion,
 		c.keys, c.types, c.nodes, c.attempts, c.ats, c.data, c.pres, c.nodeParts, c.runPart,
-		c.runningAt, c.temporalRunID, EventsChannel, c.finalStatus, c.output, c.runError, c.finishedAt}
+		c.runningAt, c.temporalRunID, EventsChannel, c.finalStatus, c.output, c.runError, c.finishedAt, int32(c.after), int32(c.through)}
 }
 
 // prepareEvents validates drafts, drops repeated keys within the batch (the
@@ -330,7 +332,7 @@ func appendInTx(ctx context.Context, tx pgx.Tx, tenantID, runID string, prepared
 	}
 	var found, wasClosed bool
 	var status string
-	if err := tx.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed); err != nil {
+	if err := tx.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed, new(bool)); err != nil {
 		return err
 	}
 	if !found {

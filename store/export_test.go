@@ -30,6 +30,22 @@ func AppendAnswer(ctx context.Context, s *Store, tenantID, runID string, events 
 		call.pres = append(call.pres, call.pres[0])
 		call.nodeParts = append(call.nodeParts, call.nodeParts[0])
 	}
-	err = s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, &appended, &closed)
+	// A database migrated before 00026 has only the second signature:
+	// call it with its twenty arguments, as the previous releases did.
+	var third bool
+	if err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'weft_append_events' AND pronargs = 22)`).Scan(&third); err != nil {
+		return false, "", 0, false, err
+	}
+	if !third {
+		err = s.Pool.QueryRow(ctx, appendEventsSQL00023, call.args()[:20]...).Scan(&found, &status, &appended, &closed)
+		return found, status, appended, closed, err
+	}
+	err = s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, &appended, &closed, new(bool))
 	return found, status, appended, closed, err
 }
+
+// appendEventsSQL00023 is the call of weft_append_events' second
+// signature (migration 00023), as releases before 00026 made it.
+const appendEventsSQL00023 = `SELECT run_found, run_status, appended, was_terminal FROM weft_append_events($1, $2, $3, $4,
+	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::bytea[], $11::bytea[], $12::bytea[],
+	$13::bytea, $14::timestamptz, $15, $16, $17, $18::text::jsonb, $19::text::jsonb, $20::timestamptz)`
