@@ -44,6 +44,8 @@ type CompactBatch struct {
 	Events  []CompactEvent `json:"events,omitempty"`
 	Run     *RunUpdate     `json:"run,omitempty"`
 	Through int            `json:"through"`
+	// After is EventBatch.After: set only in NodeInput.Suffix.
+	After int `json:"after,omitempty"`
 }
 
 // CompactEvent is one carried event of a CompactBatch. The member names
@@ -102,7 +104,7 @@ func storedTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecon
 // CompactBatchOf was given, each time as the store keeps it. A batch that
 // could not have come from CompactBatchOf is refused (CodeCarriedInvalid).
 func (c *CompactBatch) Expand(runID string) (*EventBatch, error) {
-	b := &EventBatch{Run: c.Run, Through: c.Through}
+	b := &EventBatch{Run: c.Run, Through: c.Through, After: c.After}
 	if len(c.Events) == 0 {
 		return b, nil
 	}
@@ -204,14 +206,33 @@ const minCompactEventJSONBytes = 14
 
 // CarriedEvents is the batch the attempt carries, in the plain form
 // whichever form it came in (Events up to interpreter version 5, Carried
-// from version 6), or nil. An input holding both is refused: no release
-// writes one.
+// from version 6, Suffix from version 7, with After set), or nil. An input
+// holding more than one is refused, as is a suffix that names no ordinal
+// it follows or one that cannot hold its events, or a prefix that names
+// one: no release writes them.
 func (in *NodeInput) CarriedEvents() (*EventBatch, error) {
-	switch {
-	case in.Carried == nil:
-		return in.Events, nil
-	case in.Events != nil:
-		return nil, failure.New(CodeCarriedInvalid, "the input carries events in both forms")
+	forms := 0
+	for _, set := range []bool{in.Events != nil, in.Carried != nil, in.Suffix != nil} {
+		if set {
+			forms++
+		}
 	}
-	return in.Carried.Expand(in.RunID)
+	switch {
+	case forms > 1:
+		return nil, failure.New(CodeCarriedInvalid, "the input carries events in more than one form")
+	case in.Suffix != nil:
+		s := in.Suffix
+		if s.After <= 0 || len(s.Events) == 0 || s.Through != s.After+len(s.Events) {
+			return nil, failure.New(CodeCarriedInvalid, "a carried suffix after ordinal %d through %d holds %d events", s.After, s.Through, len(s.Events))
+		}
+		return s.Expand(in.RunID)
+	case in.Carried != nil:
+		if in.Carried.After != 0 {
+			return nil, failure.New(CodeCarriedInvalid, "a carried prefix names an ordinal it follows")
+		}
+		return in.Carried.Expand(in.RunID)
+	case in.Events != nil && in.Events.After != 0:
+		return nil, failure.New(CodeCarriedInvalid, "a carried prefix names an ordinal it follows")
+	}
+	return in.Events, nil
 }

@@ -26,6 +26,13 @@ const (
 	// ErrProviderUnavailable: the agent's model provider could not be
 	// reached or answered that it is unavailable.
 	ErrProviderUnavailable = "PROVIDER_UNAVAILABLE"
+	// ErrEventsGap: the attempt carried a suffix of the run's events
+	// (NodeInput.Suffix, interpreter version 7) and had to wait for it to
+	// be in the log before its effect, but the events before it did not
+	// reach the log in time (an earlier carrier's append was lost or
+	// stalled). Nothing ran; the attempt goes out again and, since it
+	// failed, carries the whole unconfirmed prefix.
+	ErrEventsGap = "EVENTS_GAP"
 	// ErrInfraUnavailable fails a node whose attempt was re-dispatched more
 	// often, or for longer, than the run's Durability allows.
 	ErrInfraUnavailable = "INFRA_UNAVAILABLE"
@@ -36,7 +43,7 @@ const (
 // attempt.
 func IsInfraError(typ string) bool {
 	switch typ {
-	case ErrWorkerDrained, ErrStoreUnavailable, ErrProviderUnavailable:
+	case ErrWorkerDrained, ErrStoreUnavailable, ErrProviderUnavailable, ErrEventsGap:
 		return true
 	}
 	return false

@@ -317,6 +317,14 @@ type NodeInput struct {
 	// (NodeResult.EventsThrough 0): the events stay in the interpreter's
 	// buffer and the next carrier or flush appends them.
 	Carried *CompactBatch `json:"carried,omitempty"`
+	// Suffix (interpreter version 7) is a CompactBatch holding only the
+	// events no earlier carrier was given, those after ordinal
+	// Suffix.After: its append is refused unless the log already holds
+	// every event through After (store.ErrEventsGap). A member of its
+	// own, so that a worker of an earlier release, which would append it
+	// unchecked and report it appended, ignores it instead: it appends
+	// nothing and reports nothing appended.
+	Suffix *CompactBatch `json:"suffix,omitempty"`
 	// Approval is the node's latest decided tool approval: the agent
 	// harness applies it to that call (Call.Ordinal) if it is still
 	// pending, and to nothing else.
@@ -357,6 +365,9 @@ type EventBatch struct {
 	Events  []EventDraft `json:"events,omitempty"`
 	Run     *RunUpdate   `json:"run,omitempty"`
 	Through int          `json:"through"`
+	// After is, for a suffix (NodeInput.Suffix), the ordinal its events
+	// follow; 0 for a batch holding the whole unconfirmed prefix.
+	After int `json:"after,omitempty"`
 }
 
 // UnmarshalJSON decodes a batch as encoding/json does, into an Events
@@ -411,6 +422,10 @@ type NodeResult struct {
 	// events are appended, less (or 0) when the attempt answered before
 	// its append committed (a read action does not wait for it).
 	EventsThrough int `json:"eventsThrough,omitempty"`
+	// EventsRefused: the suffix the attempt carried (NodeInput.Suffix)
+	// was refused, the events before it not being in the log yet; the
+	// interpreter carries the whole unconfirmed prefix next.
+	EventsRefused bool `json:"eventsRefused,omitempty"`
 	// Approval, instead of a port, says the agent attempt stopped before a
 	// tool call that needs a person's decision; the interpreter waits for
 	// it and dispatches the attempt again to resume.
