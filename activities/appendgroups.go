@@ -60,8 +60,13 @@ func newAppendGroups(st groupAppender, max int) *appendGroups {
 // returns its outcome; it gives up waiting with ctx (the events may still
 // be committed: the interpreter carries them again and keys skip them).
 func (g *appendGroups) AppendEvents(ctx context.Context, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate) error {
-	a := &groupedAppend{ctx: ctx, done: make(chan struct{}),
-		req: store.AppendRequest{TenantID: tenantID, RunID: runID, Events: events, Update: upd}}
+	return g.AppendCarried(ctx, store.AppendRequest{TenantID: tenantID, RunID: runID, Events: events, Update: upd})
+}
+
+// AppendCarried is AppendEvents with the batch's ordinals (a suffix's
+// check, the vouch): the request as the group sends it.
+func (g *appendGroups) AppendCarried(ctx context.Context, r store.AppendRequest) error {
+	a := &groupedAppend{ctx: ctx, done: make(chan struct{}), req: r}
 	g.mu.Lock()
 	g.waiting = append(g.waiting, a)
 	lead := !g.leading

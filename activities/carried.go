@@ -2,12 +2,14 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/store"
 )
 
 // carriedAppendTimeout bounds a carried append that outlives its attempt
@@ -25,8 +27,9 @@ type runKey struct{ tenantID, runID string }
 // appendedRuns remembers, per run, the highest event ordinal through which
 // a carried batch was committed by this worker process. A batch carries
 // the interpreter's whole unconfirmed prefix (ordinals through its
-// Through), so a committed one proves every event of the run up to its
-// Through is in the log: an attempt may report that ordinal
+// Through), or is a suffix the store appended only once every event
+// before it was in the log (store.ErrEventsGap), so a committed one proves
+// every event of the run up to its Through is in the log: an attempt may report that ordinal
 // (NodeResult.EventsThrough) even when its own append has not finished.
 // It is process memory, not a source of truth: forgetting a run (eviction,
 // a restart, an attempt on another worker) only confirms less, and the
@@ -89,8 +92,10 @@ type runAppends struct {
 	events eventAppender // flushes
 	// carried sends carried batches: events, or one sharing commits with
 	// other runs' (appendGroups).
-	carried  eventAppender
+	carried  carriedAppender
 	appended *appendedRuns
+	// gapWait is how long a refused suffix is tried again (carryClosingGap).
+	gapWait time.Duration
 
 	mu    sync.Mutex
 	lanes map[runKey]*appendLane
@@ -106,7 +111,31 @@ type appendLane struct {
 }
 
 func newRunAppends(events eventAppender, appended *appendedRuns) *runAppends {
-	return &runAppends{events: events, carried: events, appended: appended, lanes: map[runKey]*appendLane{}}
+	carried, ok := events.(carriedAppender)
+	if !ok {
+		carried = uncheckedCarried{events}
+	}
+	return &runAppends{events: events, carried: carried, appended: appended, gapWait: gapWait, lanes: map[runKey]*appendLane{}}
+}
+
+// carriedAppender appends a batch an attempt carries with its ordinals:
+// the check of a suffix and the vouch (store.AppendRequest.After, Through).
+type carriedAppender interface {
+	AppendCarried(ctx context.Context, r store.AppendRequest) error
+}
+
+var _ carriedAppender = (*store.Store)(nil)
+
+// uncheckedCarried appends carried batches through an appender that knows
+// no ordinals (the tests' recorders): it cannot check a suffix, so it
+// refuses every one, as a store would before anything vouched.
+type uncheckedCarried struct{ eventAppender }
+
+func (u uncheckedCarried) AppendCarried(ctx context.Context, r store.AppendRequest) error {
+	if r.After > 0 {
+		return store.ErrEventsGap
+	}
+	return u.AppendEvents(ctx, r.TenantID, r.RunID, r.Events, r.Update)
 }
 
 // storeAppender appends one run's events or several runs' together (store.Store).
@@ -188,20 +217,50 @@ func (r *runAppends) sendCarried(ctx context.Context, tenantID, runID string, l 
 		return nil // a later batch of the run committed it, update included
 	}
 	r.mu.Lock()
-	send := l.latest
+	latest := l.latest
 	r.mu.Unlock()
-	if send == nil || send.Through < b.Through {
-		send = b
-	}
+	send := merged(b, latest)
 	pending := unappended(send, known)
+	after := send.After
+	if after <= known {
+		after = 0 // this process committed the events it follows
+	}
 	if len(pending) > 0 || send.Run != nil {
-		if err := r.carried.AppendEvents(ctx, tenantID, runID, pending, send.Run); err != nil {
+		err := r.carried.AppendCarried(ctx, store.AppendRequest{TenantID: tenantID, RunID: runID,
+			Events: pending, Update: send.Run, After: after, Through: send.Through})
+		if err != nil {
 			return err
 		}
 	}
 	r.appended.record(tenantID, runID, send.Through)
 	return nil
 }
+
+// merged is what a carried batch b sends in its turn, given the run's
+// latest waiting batch: the latest when it holds the whole unconfirmed
+// prefix (everything b holds that is not known committed); b followed by
+// the latest's later events when the latest is a suffix continuing b (an
+// earlier ordinal than b's last); b alone otherwise (the latest follows
+// events b does not hold: its own turn checks them).
+func merged(b, latest *execution.EventBatch) *execution.EventBatch {
+	switch {
+	case latest == nil || latest.Through <= b.Through:
+		return b
+	case latest.After == 0:
+		return latest
+	case latest.After > b.Through:
+		return b
+	}
+	first := latest.Through - len(latest.Events) + 1
+	skip := b.Through - first + 1
+	events := make([]execution.EventDraft, 0, len(b.Events)+len(latest.Events)-skip)
+	events = append(append(events, b.Events...), latest.Events[skip:]...)
+	return &execution.EventBatch{Events: events, Run: latest.Run, Through: latest.Through, After: b.After}
+}
+
+// isGap reports a suffix refused because the events before it are not in
+// the log (store.ErrEventsGap).
+func isGap(err error) bool { return errors.Is(err, store.ErrEventsGap) }
 
 // AppendEvents is a flush (the AppendEvents local activity): what it was
 // given, in the run's turn.

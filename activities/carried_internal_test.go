@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/store"
 )
 
 // recordingAppender records what each append sent.
@@ -259,4 +261,181 @@ func TestCarriedAppendWaitingForItsTurnEndsWithItsContext(t *testing.T) {
 	require.NoError(t, <-first)
 	require.Equal(t, [][]string{{"k1"}}, app.sent())
 	require.Equal(t, 1, r.appended.through("t", "r"))
+}
+
+// checkingAppender is a store's carried appends in memory: it logs keys
+// once, refuses a suffix (After) unless an append vouched for every event
+// through After (Through), and counts the events each call sent.
+type checkingAppender struct {
+	mu       sync.Mutex
+	logged   []string
+	has      map[string]bool
+	through  int
+	sent     int
+	refusals int
+}
+
+func (c *checkingAppender) AppendEvents(ctx context.Context, tenantID, runID string, evs []execution.EventDraft, upd *execution.RunUpdate) error {
+	return c.AppendCarried(ctx, store.AppendRequest{TenantID: tenantID, RunID: runID, Events: evs, Update: upd})
+}
+
+func (c *checkingAppender) AppendCarried(_ context.Context, r store.AppendRequest) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.After > 0 && c.through < r.After {
+		c.refusals++
+		return store.ErrEventsGap
+	}
+	if c.has == nil {
+		c.has = map[string]bool{}
+	}
+	for _, e := range r.Events {
+		c.sent++
+		if !c.has[e.Key] {
+			c.has[e.Key] = true
+			c.logged = append(c.logged, e.Key)
+		}
+	}
+	c.through = max(c.through, r.Through)
+	return nil
+}
+
+func suffixBatch(after, through int) *execution.EventBatch {
+	b := draftBatch(after+1, through)
+	b.After = after
+	return b
+}
+
+// suffixInput is an attempt's input carrying the suffix after..through of
+// run r as interpreter version 7 sends it (NodeInput.Suffix); its events'
+// keys expand to r/n/1/e<ordinal>.
+func suffixInput(after, through int) execution.NodeInput {
+	c := &execution.CompactBatch{Base: time.Unix(1, 0).UTC(), After: after, Through: through}
+	for o := after + 1; o <= through; o++ {
+		c.Events = append(c.Events, execution.CompactEvent{Key: fmt.Sprintf("n/1/e%d", o)})
+	}
+	return execution.NodeInput{TenantID: "t", RunID: "r", Suffix: c}
+}
+
+func prefixBatch(first, through int) *execution.EventBatch {
+	b := &execution.EventBatch{Through: through}
+	for o := first; o <= through; o++ {
+		b.Events = append(b.Events, execution.EventDraft{Key: fmt.Sprintf("r/n/1/e%d", o)})
+	}
+	return b
+}
+
+func eventKeys(first, through int) []string {
+	var out []string
+	for o := first; o <= through; o++ {
+		out = append(out, fmt.Sprintf("r/n/1/e%d", o))
+	}
+	return out
+}
+
+func TestMerged(t *testing.T) {
+	b := draftBatch(1, 3)
+	require.Same(t, b, merged(b, nil))
+	require.Same(t, b, merged(b, draftBatch(1, 2)))
+	prefix := draftBatch(2, 5)
+	require.Same(t, prefix, merged(b, prefix), "a later prefix holds everything unconfirmed")
+	require.Same(t, b, merged(b, suffixBatch(4, 6)), "a suffix after a gap waits for its own turn")
+	m := merged(b, suffixBatch(3, 6))
+	require.Equal(t, 6, m.Through)
+	require.Zero(t, m.After)
+	require.Len(t, m.Events, 6)
+	require.Equal(t, "k6", m.Events[5].Key)
+	m = merged(suffixBatch(3, 4), suffixBatch(4, 6))
+	require.Equal(t, 3, m.After)
+	require.Equal(t, []string{"k4", "k5", "k6"}, []string{m.Events[0].Key, m.Events[1].Key, m.Events[2].Key})
+}
+
+// A suffix whose preceding events are not in the log is refused and
+// tried again until they are; it is never appended before them, and an
+// attempt that waited for it fails as an infrastructure fault (EVENTS_GAP)
+// when they never come, while one that answered after the refusal was
+// final says so (EventsRefused).
+func TestCarriedSuffixWaitsForTheEventsBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	st := &checkingAppender{}
+	r := newRunAppends(st, newAppendedRuns(8))
+	r.gapWait = 200 * time.Millisecond
+	waits := func(ctx context.Context, _ execution.NodeInput) (execution.NodeResult, error) {
+		return execution.NodeResult{Port: "out"}, awaitCarried(ctx)
+	}
+
+	// The first carrier's prefix (1-3) arrives while the suffix (4-5) is
+	// being refused: the suffix goes once it has.
+	done := make(chan error, 1)
+	go func() {
+		_, err := withCarriedEvents(waits, r, slog.Default())(ctx, suffixInput(3, 5))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { st.mu.Lock(); defer st.mu.Unlock(); return st.refusals > 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, r.carry(ctx, "t", "r", prefixBatch(1, 3)))
+	require.NoError(t, <-done)
+	require.Equal(t, eventKeys(1, 5), st.logged)
+	require.Equal(t, 5, st.sent, "each event sent once")
+
+	// Nothing ever brings 6: the suffix 7 is refused for good.
+	_, err := withCarriedEvents(waits, r, slog.Default())(ctx, suffixInput(6, 7))
+	var app *temporal.ApplicationError
+	require.ErrorAs(t, err, &app)
+	require.Equal(t, execution.ErrEventsGap, app.Type())
+	require.False(t, app.NonRetryable())
+	require.True(t, execution.IsInfraError(app.Type()))
+
+	slow := func(ctx context.Context, _ execution.NodeInput) (execution.NodeResult, error) {
+		<-ctx.Value(carriedKey{}).(*carried).done // answers once the append gave up
+		return execution.NodeResult{Port: "out"}, nil
+	}
+	res, err := withCarriedEvents(slow, r, slog.Default())(ctx, suffixInput(6, 7))
+	require.NoError(t, err)
+	require.True(t, res.EventsRefused)
+	require.Equal(t, 5, res.EventsThrough)
+	require.Equal(t, eventKeys(1, 5), st.logged)
+
+	// A recorder that knows no ordinals refuses every suffix.
+	require.ErrorIs(t, newRunAppends(&recordingAppender{}, newAppendedRuns(8)).carry(ctx, "t", "x", suffixBatch(1, 2)), store.ErrEventsGap)
+}
+
+// On one worker a chain's carriers take turns: a suffix waiting behind its
+// predecessor is sent with it, and each event goes once.
+func TestCarriedSuffixJoinsThePrefixAheadOfIt(t *testing.T) {
+	ctx := context.Background()
+	gate := newBlockingAppender(0)
+	st := &checkingAppender{}
+	both := &gatedChecking{blockingAppender: gate, st: st}
+	r := newRunAppends(both, newAppendedRuns(8))
+	first := make(chan error, 1)
+	go func() { first <- r.carry(ctx, "t", "r", draftBatch(1, 3)) }()
+	<-gate.entered // 1-3 holds the run's turn
+	second := make(chan error, 1)
+	go func() { second <- r.carry(ctx, "t", "r", suffixBatch(3, 5)) }()
+	require.Eventually(t, func() bool { return laneUsers(r, "r") == 2 }, 5*time.Second, time.Millisecond)
+	gate.gate <- struct{}{}
+	gate.gate <- struct{}{}
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+	go func() { gate.gate <- struct{}{} }()
+	require.NoError(t, r.carry(ctx, "t", "r", suffixBatch(5, 6)))
+	require.Equal(t, []string{"k1", "k2", "k3", "k4", "k5", "k6"}, st.logged)
+	require.Equal(t, 6, st.sent, "each event sent once")
+	require.Zero(t, st.refusals)
+}
+
+// gatedChecking is checkingAppender behind blockingAppender's gate.
+type gatedChecking struct {
+	*blockingAppender
+	st *checkingAppender
+}
+
+func (g *gatedChecking) AppendCarried(ctx context.Context, r store.AppendRequest) error {
+	g.entered <- struct{}{}
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.st.AppendCarried(ctx, r)
 }

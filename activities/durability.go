@@ -172,7 +172,7 @@ func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger)
 		go func() {
 			defer cancel()
 			defer close(c.done)
-			c.err = appends.carry(actx, in.TenantID, in.RunID, b)
+			c.err = carryClosingGap(actx, appends, in.TenantID, in.RunID, b)
 		}()
 		res, err := run(context.WithValue(ctx, carriedKey{}, c), in)
 		if c.awaited.Load() {
@@ -187,6 +187,13 @@ func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger)
 		}
 		if err == nil {
 			res.EventsThrough = min(appends.appended.through(in.TenantID, in.RunID), b.Through)
+			select {
+			case <-c.done:
+				// Refused for good: the interpreter carries the whole
+				// unconfirmed prefix next instead of another suffix.
+				res.EventsRefused = isGap(c.err)
+			default:
+			}
 		}
 		// Nobody reads a detached append's error: the events stay buffered
 		// and are carried again, but a store that keeps refusing them must
@@ -200,6 +207,34 @@ func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger)
 		}()
 		return res, err
 	}
+}
+
+// gapWait bounds how long a carried suffix waits for the events before it
+// to reach the log (carryClosingGap): an earlier carrier's append, on
+// another worker or still in flight, commits within milliseconds; one that
+// was lost never does, and the interpreter then carries the whole prefix.
+const gapWait = 2 * time.Second
+
+// carryClosingGap is appends.carry, tried again while the store refuses a
+// suffix (EventBatch.After) because the events before it are not in the
+// log yet, for at most gapWait (runAppends.gapWait).
+func carryClosingGap(ctx context.Context, appends *runAppends, tenantID, runID string, b *execution.EventBatch) error {
+	err := appends.carry(ctx, tenantID, runID, b)
+	if b.After == 0 || !isGap(err) {
+		return err
+	}
+	deadline := time.Now().Add(appends.gapWait)
+	for wait := 5 * time.Millisecond; isGap(err) && time.Now().Add(wait).Before(deadline); wait = min(2*wait, 250*time.Millisecond) {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		err = appends.carry(ctx, tenantID, runID, b)
+	}
+	return err
 }
 
 // unappended is the suffix of b's events after ordinal known: a batch holds
@@ -224,6 +259,12 @@ type carried struct {
 func (c *carried) wait() error {
 	c.awaited.Store(true)
 	<-c.done
+	if isGap(c.err) {
+		// Not the node's failure, and nothing ran: the same attempt goes
+		// out again (an infrastructure fault) with the whole prefix.
+		return temporal.NewApplicationErrorWithCause("the events before the ones this attempt carried did not reach the run's log in time",
+			execution.ErrEventsGap, c.err)
+	}
 	if c.err != nil {
 		return storeError(execution.ErrAppendRefused, c.err, "append the interpreter's events")
 	}
