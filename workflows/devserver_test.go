@@ -53,9 +53,37 @@ type devScenario struct {
 	want   []string // event descriptions in order (nil: checked by check)
 	check  func(t *testing.T, events []string)
 	fakes  func(t *testing.T, f *fakes) // what the activities saw, if it matters
+	setup  func(f *fakes)               // how the activities behave, beyond steps
 }
 
 var devScenarios = []devScenario{
+	{
+		// Interpreter version 7: attempts answer before their appends
+		// commit (read actions), and each carries only the events no
+		// carrier was given (NodeInput.Suffix).
+		name: "carry-once", desc: chain5, status: execution.StatusSucceeded,
+		setup: func(f *fakes) { f.answerEarly = true },
+		fakes: func(t *testing.T, f *fakes) {
+			require.Equal(t, []string{"compact", "suffix", "suffix", "suffix", "suffix"}, f.forms)
+			carried, distinct := carriedCounts(f)
+			require.Equal(t, distinct, carried)
+		},
+	},
+	{
+		// b's append is lost after b answered: c's suffix is refused, d
+		// carries the whole unconfirmed prefix again.
+		name: "carry-once-lost", desc: chain5, status: execution.StatusSucceeded,
+		setup: func(f *fakes) { f.answerEarly, f.loseAppendOf = true, "b" },
+		fakes: func(t *testing.T, f *fakes) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			require.Equal(t, []string{"compact", "suffix", "suffix", "compact", "suffix"}, f.forms)
+			require.Equal(t, 1, f.refused)
+			require.Equal(t, []string{"b attempt 1 began before its node.started was appended",
+				"c attempt 1 began before its node.started was appended"}, f.problems)
+			f.problems = nil
+		},
+	},
 	{
 		name: "diamond", desc: diamond, status: execution.StatusSucceeded,
 		want: []string{
@@ -440,6 +468,9 @@ func runOnDevServer(t *testing.T, c client.Client, sc devScenario) []*historypb.
 
 	f := newFakes(t, parsePlan(t, sc.desc), sc.steps)
 	f.identity = "ops@devserver"
+	if sc.setup != nil {
+		sc.setup(f)
+	}
 	w := worker.New(c, queue, worker.Options{
 		// Deliver cancellations to heartbeating fakes promptly.
 		MaxHeartbeatThrottleInterval:     200 * time.Millisecond,

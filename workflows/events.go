@@ -26,7 +26,10 @@ import (
 // starts no activity and waits on work in flight — and for the run's end
 // and continue-as-new. Events stay in the buffer until confirmed, so every
 // append carries the whole unconfirmed prefix: the log stays in order
-// whoever appends first, and keys make the repeats harmless.
+// whoever appends first, and keys make the repeats harmless. From version
+// 7 an attempt carries only the events no earlier carrier was given (a
+// suffix, carryIn), which the store appends only once every event before
+// it is in the log; see carryIn for when the whole prefix still goes.
 type eventLog struct {
 	runID string
 	// ordinal is the last ordinal used; it continues across continue-as-new
@@ -54,6 +57,10 @@ type eventLog struct {
 	// whose update returns once it is durable).
 	durable  int
 	flushNow bool
+	// sent (version 7) is the last ordinal handed to a carrier, sentPrev
+	// the one before that carrier's batch: its events follow sentPrev's
+	// (carryIn). Neither is carried across continue-as-new, which flushes.
+	sent, sentPrev int
 }
 
 // carryBudget bounds the buffered bytes an attempt carries; above it the
@@ -79,8 +86,37 @@ func (l *eventLog) batch() *execution.EventBatch {
 // 6 ignores the compact member: it appends nothing and confirms nothing,
 // so the events stay buffered until a carrier of this release or a flush
 // appends them.
+//
+// From version 7 an attempt carries a suffix instead (NodeInput.Suffix:
+// the compact form with After, the ordinal its events follow) when the
+// last carrier was given events not yet confirmed, and new events were
+// recorded since: only those new events. The store appends a suffix only
+// once appends that vouched for the whole prefix logged every event
+// through After (migration 00026), so the log keeps the interpreter's
+// order and a confirmation (NodeResult.EventsThrough) still means every
+// event through it is in the log. A suffix is sent only when the carrier
+// before the last one is confirmed (sentPrev <= durable), so when the last
+// carrier's append is lost or refused at most one more suffix waits on
+// it: the carrier after carries the whole unconfirmed prefix again, as
+// does the next carrier after an attempt that failed or reported its
+// suffix refused (unsent). A worker of the release before version 7
+// ignores the Suffix member, appends nothing and confirms nothing: the
+// same as a lost append.
 func (i *interpreter) carryIn(in *execution.NodeInput) {
 	l := &i.events
+	if i.version >= 7 {
+		first := l.ordinal - len(l.pending) + 1
+		if l.sent >= first && l.sent < l.ordinal && l.sentPrev <= l.durable {
+			if c, ok := execution.CompactBatchOf(l.runID, l.pending[l.sent-first+1:], l.update, l.ordinal); ok {
+				c.After = l.sent
+				in.Suffix = c
+				l.sentPrev, l.sent = l.sent, l.ordinal
+				return
+			}
+		}
+		// The whole unconfirmed prefix: it follows no carrier's events.
+		l.sentPrev, l.sent = l.durable, l.ordinal
+	}
 	if i.version >= 6 {
 		if c, ok := execution.CompactBatchOf(l.runID, l.pending, l.update, l.ordinal); ok {
 			in.Carried = c
@@ -97,6 +133,13 @@ func (l *eventLog) size() int {
 		n += len(e.Key) + len(e.Type) + len(e.NodeID) + len(e.Data) + 64
 	}
 	return n
+}
+
+// unsent (version 7) forgets what was handed to carriers: an attempt
+// failed, or reported its suffix refused, so the next carrier carries the
+// whole unconfirmed prefix.
+func (l *eventLog) unsent() {
+	l.sent, l.sentPrev = l.durable, l.durable
 }
 
 // confirm drops the events an activity reported appended, through ordinal.

@@ -221,10 +221,13 @@ func TestEventsRideAlongInTheCompactForm(t *testing.T) {
 	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 }
 
-// A rolling deploy: the attempts of a version 6 run land on workers of the
-// release before, which do not know NodeInput.Carried. They append nothing
-// and confirm nothing, so the events stay buffered, and the run's flushes
-// append every one of them, once and in order. What such an attempt does
+// A rolling deploy: the attempts of a version 6 or 7 run land on workers
+// of the release before, which do not know NodeInput.Carried (nor, for a
+// version 7 run on a version 6 worker, NodeInput.Suffix: a worker that
+// appended a suffix unchecked and confirmed it could confirm events the
+// log lacks, hence a member of its own). They append nothing and confirm
+// nothing, so the events stay buffered, and the run's flushes append
+// every one of them, once and in order. What such an attempt does
 // not give: its node.started in the log before it runs (the price of the
 // deploy window, docs/benchmarks.md session 10).
 func TestCompactFormOnAPreviousReleaseWorker(t *testing.T) {
@@ -271,4 +274,132 @@ func TestCarryInForms(t *testing.T) {
 		require.Equal(t, 3, got.Through)
 		require.Equal(t, c.event.Key, got.Events[0].Key)
 	}
+}
+
+// chain5 is five actions in a row: each attempt carries what the one
+// before it recorded.
+const chain5 = `
+in  input
+a   action in=in.out
+b   action in=a.out
+c   action in=b.out
+d   action in=c.out
+e   action in=d.out
+out output in=e.out
+`
+
+// carriedCounts is how many events the attempts carried in all, and how
+// many distinct ones.
+func carriedCounts(f *fakes) (carried, distinct int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seen := map[string]bool{}
+	for _, b := range f.batches {
+		for _, e := range b.Events {
+			carried++
+			seen[e.Key] = true
+		}
+	}
+	return carried, len(seen)
+}
+
+// From version 7 attempts that answer before their append commits (read
+// actions) no longer make the next carrier send their events again: each
+// carries only what no carrier was given (NodeInput.Suffix), and the log
+// still holds every event once, in order. Version 6 sent the whole
+// unconfirmed prefix each time.
+func TestEachEventCarriedOnce(t *testing.T) {
+	w := newWF(t, chain5, nil)
+	w.f.answerEarly = true
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Equal(t, []string{"compact", "suffix", "suffix", "suffix", "suffix"}, w.f.forms)
+	carried, distinct := carriedCounts(w.f)
+	require.Equal(t, distinct, carried, "each event carried once")
+	require.Zero(t, w.f.refused)
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+
+	old := newWF(t, chain5, nil)
+	old.f.answerEarly = true
+	old.env.OnGetVersion(changeInterpreterV1, workflow.DefaultVersion, interpreterVersion).Return(workflow.Version(6))
+	require.NoError(t, old.run(testParams(execution.ModeLive)))
+	c6, d6 := carriedCounts(old.f)
+	require.Equal(t, distinct, d6)
+	require.Greater(t, c6, d6, "version 6 carried events again")
+	checkLog(t, old.f, "run-1", 1, execution.StatusSucceeded)
+}
+
+// A carrier's append is lost after its attempt answered: the next suffix
+// is refused (it follows events the log does not hold) and appends
+// nothing; the attempt after that carries the whole unconfirmed prefix
+// again, and the log ends complete, each event once, in order.
+func TestRefusedSuffixCarriesThePrefixAgain(t *testing.T) {
+	w := newWF(t, chain5, nil)
+	w.f.answerEarly = true
+	w.f.loseAppendOf = "b"
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Equal(t, []string{"compact", "suffix", "suffix", "compact", "suffix"}, w.f.forms)
+	require.Equal(t, 1, w.f.refused, "c's suffix follows b's lost events")
+	w.f.mu.Lock()
+	require.Equal(t, []string{"b attempt 1 began before its node.started was appended",
+		"c attempt 1 began before its node.started was appended"}, w.f.problems,
+		"read actions do not wait for their appends (a write action's attempt would fail with EVENTS_GAP and go out again)")
+	w.f.problems = nil
+	w.f.mu.Unlock()
+	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+}
+
+// carryIn's choice from version 7: a suffix only when the last carrier's
+// events are unconfirmed, the carrier before it is confirmed, and there
+// is something new; the whole unconfirmed prefix otherwise.
+func TestCarryInSuffixRules(t *testing.T) {
+	at := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	i := &interpreter{version: 7, events: eventLog{runID: "r"}}
+	l := &i.events
+	rec := func(n int) {
+		for range n {
+			l.ordinal++
+			l.pending = append(l.pending, execution.EventDraft{Key: fmt.Sprintf("r/a/1/e%d", l.ordinal), Type: fmt.Sprintf("e%d", l.ordinal),
+				NodeID: "a", Attempt: 1, At: at})
+		}
+	}
+	carry := func() *execution.EventBatch {
+		var in execution.NodeInput
+		i.carryIn(&in)
+		in.RunID = "r"
+		b, err := in.CarriedEvents()
+		require.NoError(t, err)
+		require.Equal(t, in.Suffix != nil, b.After > 0)
+		return b
+	}
+	rec(3)
+	b := carry()
+	require.Zero(t, b.After, "nothing was sent: the prefix")
+	require.Len(t, b.Events, 3)
+	rec(2)
+	b = carry()
+	require.Equal(t, 3, b.After, "1-3 unconfirmed with the last carrier: only 4-5")
+	require.Len(t, b.Events, 2)
+	rec(1)
+	b = carry()
+	require.Zero(t, b.After, "two carriers unconfirmed: the prefix again")
+	require.Len(t, b.Events, 6)
+	l.confirm(5)
+	rec(1)
+	b = carry()
+	require.Equal(t, 6, b.After, "only the last carrier unconfirmed")
+	require.Len(t, b.Events, 1)
+	l.unsent() // that attempt failed or reported its suffix refused
+	rec(1)
+	b = carry()
+	require.Zero(t, b.After)
+	require.Len(t, b.Events, 3, "6-8: everything unconfirmed")
+	b = carry()
+	require.Zero(t, b.After, "nothing new since the last carrier: the prefix")
+
+	i.version = 6
+	rec(1)
+	var in execution.NodeInput
+	i.carryIn(&in)
+	require.Nil(t, in.Suffix)
+	require.NotNil(t, in.Carried)
 }

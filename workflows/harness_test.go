@@ -150,7 +150,18 @@ type fakes struct {
 	// worker of the release before version 6 does, blind to Carried.
 	forms           []string
 	previousRelease bool
-	lean            int // lean inputs received
+	// vouched is the store's runs.events_through (migration 00026): the
+	// ordinal through which carried appends vouched for the whole log; a
+	// suffix (NodeInput.Suffix) after a later ordinal is refused. With
+	// answerEarly, attempts confirm only what earlier carriers appended,
+	// as a read action that answers before its own append commits.
+	vouched     int
+	answerEarly bool
+	refused     int
+	// loseAppendOf names a node whose attempts' carried appends are lost
+	// (the worker died after the attempt answered early): nothing logged.
+	loseAppendOf string
+	lean         int // lean inputs received
 	// params are the run's parameters (wfTest.run, runOnDevServer): a
 	// lean input (NodeInput.Lean) must name their tenant and run and hold
 	// none of their constants, which an activity of this release reads
@@ -338,7 +349,9 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 	}
 	switch {
 	case f.previousRelease:
-		in.Carried = nil // an unknown member to its decoder
+		in.Carried, in.Suffix = nil, nil // unknown members to its decoder
+	case in.Suffix != nil:
+		f.forms = append(f.forms, "suffix")
 	case in.Carried != nil:
 		f.forms = append(f.forms, "compact")
 	case in.Events != nil:
@@ -353,13 +366,28 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 	if b != nil {
 		f.mu.Lock()
 		f.batches = append(f.batches, *b)
+		before := f.vouched
+		gap := b.After > f.vouched
+		lost := in.NodeID == f.loseAppendOf
+		switch {
+		case gap:
+			f.refused++
+		case !lost:
+			f.vouched = max(f.vouched, b.Through)
+		}
 		f.mu.Unlock()
-		if len(b.Events) > 0 || b.Run != nil {
+		if !gap && !lost && (len(b.Events) > 0 || b.Run != nil) {
 			f.appendFrom("carried", execution.AppendEventsInput{TenantID: in.TenantID, RunID: in.RunID, Events: b.Events, Run: b.Run, Through: b.Through})
 		}
-		in.Events, in.Carried = nil, nil
+		in.Events, in.Carried, in.Suffix = nil, nil, nil
 		res, err := f.play(ctx, in)
-		if err == nil {
+		switch {
+		case err != nil:
+		case gap:
+			res.EventsRefused = true
+		case f.answerEarly || lost:
+			res.EventsThrough = before
+		default:
 			res.EventsThrough = b.Through
 		}
 		return res, err

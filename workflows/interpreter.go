@@ -63,7 +63,14 @@ import (
 //	   expand it to the events the store would have kept from the plain
 //	   form (events.go, carryIn); and, for a run whose parameters ask for
 //	   it (RunParams.LeanInputs), attempts leave the run's constants to
-//	   the run's record (NodeInput.Lean, attempts.go leanInputs).
+//	   the run's record (NodeInput.Lean, attempts.go leanInputs);
+//	7: an attempt carries only the events no earlier carrier was given
+//	   (NodeInput.Suffix, with the ordinal they follow), which the store
+//	   appends only once every event before them is in the log (migration
+//	   00026), instead of every unconfirmed event; the whole unconfirmed
+//	   prefix goes again after a failed attempt, a refused suffix
+//	   (NodeResult.EventsRefused), or two carriers in a row unconfirmed
+//	   (events.go, carryIn).
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -75,7 +82,7 @@ import (
 const changeInterpreterV1 = "weft-interpreter-v1"
 
 // interpreterVersion is the version new executions record.
-const interpreterVersion = 6
+const interpreterVersion = 7
 
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
@@ -390,6 +397,9 @@ func (i *interpreter) collect() {
 			err := n.future.Get(i.work, &res)
 			if err == nil {
 				i.events.confirm(res.EventsThrough) // the events it carried are in the log
+			}
+			if i.version >= 7 && (err != nil || res.EventsRefused) {
+				i.events.unsent() // its append may be lost or was refused
 			}
 			// Releases the attempt's context; a no-op command-wise once the
 			// future is ready, so replay-safe.
