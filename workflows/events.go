@@ -57,11 +57,21 @@ type eventLog struct {
 	// whose update returns once it is durable).
 	durable  int
 	flushNow bool
-	// sent (version 7) is the last ordinal handed to a carrier, sentPrev
-	// the one before that carrier's batch: its events follow sentPrev's
-	// (carryIn). Neither is carried across continue-as-new, which flushes.
-	sent, sentPrev int
+	// carriers (version 7) are the last ordinals of the batches handed to
+	// carriers and not known confirmed, oldest first: a prefix starts
+	// them, each suffix adds one (carryIn). Not carried across
+	// continue-as-new, which flushes.
+	carriers []int
 }
+
+// maxSuffixChain bounds the carriers in a row whose batches are not known
+// confirmed (version 7): the next one carries the whole unconfirmed prefix
+// again. Under load a read action's attempt answers two or three carriers
+// before its append is reported committed, so a shorter chain would
+// re-send most events; a longer one leaves the log further behind when an
+// append is lost after its attempt answered (each later suffix is refused
+// until a prefix or a flush comes).
+const maxSuffixChain = 8
 
 // carryBudget bounds the buffered bytes an attempt carries; above it the
 // iteration flushes instead, so no attempt's input grows large.
@@ -94,28 +104,33 @@ func (l *eventLog) batch() *execution.EventBatch {
 // once appends that vouched for the whole prefix logged every event
 // through After (migration 00026), so the log keeps the interpreter's
 // order and a confirmation (NodeResult.EventsThrough) still means every
-// event through it is in the log. A suffix is sent only when the carrier
-// before the last one is confirmed (sentPrev <= durable), so when the last
-// carrier's append is lost or refused at most one more suffix waits on
-// it: the carrier after carries the whole unconfirmed prefix again, as
-// does the next carrier after an attempt that failed or reported its
-// suffix refused (unsent). A worker of the release before version 7
+// event through it is in the log. At most maxSuffixChain carriers in a
+// row go unconfirmed: the next carries the whole unconfirmed prefix again,
+// as does the next carrier after an attempt that failed or reported its
+// suffix refused (unsent), so a lost append holds the log back by a few
+// carriers at most. A worker of the release before version 7
 // ignores the Suffix member, appends nothing and confirms nothing: the
 // same as a lost append.
 func (i *interpreter) carryIn(in *execution.NodeInput) {
 	l := &i.events
 	if i.version >= 7 {
 		first := l.ordinal - len(l.pending) + 1
-		if l.sent >= first && l.sent < l.ordinal && l.sentPrev <= l.durable {
-			if c, ok := execution.CompactBatchOf(l.runID, l.pending[l.sent-first+1:], l.update, l.ordinal); ok {
-				c.After = l.sent
+		k := 0
+		for k < len(l.carriers) && l.carriers[k] < first {
+			k++ // confirmed
+		}
+		l.carriers = l.carriers[k:]
+		if n := len(l.carriers); n > 0 && n < maxSuffixChain && l.carriers[n-1] < l.ordinal {
+			sent := l.carriers[n-1]
+			if c, ok := execution.CompactBatchOf(l.runID, l.pending[sent-first+1:], l.update, l.ordinal); ok {
+				c.After = sent
 				in.Suffix = c
-				l.sentPrev, l.sent = l.sent, l.ordinal
+				l.carriers = append(l.carriers, l.ordinal)
 				return
 			}
 		}
 		// The whole unconfirmed prefix: it follows no carrier's events.
-		l.sentPrev, l.sent = l.durable, l.ordinal
+		l.carriers = append(l.carriers[:0], l.ordinal)
 	}
 	if i.version >= 6 {
 		if c, ok := execution.CompactBatchOf(l.runID, l.pending, l.update, l.ordinal); ok {
@@ -139,7 +154,7 @@ func (l *eventLog) size() int {
 // failed, or reported its suffix refused, so the next carrier carries the
 // whole unconfirmed prefix.
 func (l *eventLog) unsent() {
-	l.sent, l.sentPrev = l.durable, l.durable
+	l.carriers = l.carriers[:0]
 }
 
 // confirm drops the events an activity reported appended, through ordinal.

@@ -348,9 +348,9 @@ func TestRefusedSuffixCarriesThePrefixAgain(t *testing.T) {
 	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 }
 
-// carryIn's choice from version 7: a suffix only when the last carrier's
-// events are unconfirmed, the carrier before it is confirmed, and there
-// is something new; the whole unconfirmed prefix otherwise.
+// carryIn's choice from version 7: a suffix while the last carrier's
+// events are unconfirmed, fewer than maxSuffixChain carriers in a row are,
+// and there is something new; the whole unconfirmed prefix otherwise.
 func TestCarryInSuffixRules(t *testing.T) {
 	at := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	i := &interpreter{version: 7, events: eventLog{runID: "r"}}
@@ -375,26 +375,34 @@ func TestCarryInSuffixRules(t *testing.T) {
 	b := carry()
 	require.Zero(t, b.After, "nothing was sent: the prefix")
 	require.Len(t, b.Events, 3)
-	rec(2)
-	b = carry()
-	require.Equal(t, 3, b.After, "1-3 unconfirmed with the last carrier: only 4-5")
-	require.Len(t, b.Events, 2)
+	for k := 1; k < maxSuffixChain; k++ {
+		rec(2)
+		b = carry()
+		require.Equal(t, 3+2*(k-1), b.After, "carrier %d: only what is new", k+1)
+		require.Len(t, b.Events, 2)
+	}
 	rec(1)
 	b = carry()
-	require.Zero(t, b.After, "two carriers unconfirmed: the prefix again")
-	require.Len(t, b.Events, 6)
+	require.Zero(t, b.After, "maxSuffixChain carriers unconfirmed: the prefix again")
+	require.Len(t, b.Events, len(l.pending))
 	l.confirm(5)
 	rec(1)
 	b = carry()
-	require.Equal(t, 6, b.After, "only the last carrier unconfirmed")
+	require.Equal(t, l.ordinal-1, b.After, "the last carrier unconfirmed, the earlier ones confirmed")
 	require.Len(t, b.Events, 1)
 	l.unsent() // that attempt failed or reported its suffix refused
 	rec(1)
 	b = carry()
 	require.Zero(t, b.After)
-	require.Len(t, b.Events, 3, "6-8: everything unconfirmed")
+	require.Len(t, b.Events, l.ordinal-5, "everything unconfirmed")
 	b = carry()
 	require.Zero(t, b.After, "nothing new since the last carrier: the prefix")
+	// A flush confirms everything: the next carrier starts a new chain.
+	l.pending, l.durable = nil, l.ordinal
+	rec(1)
+	b = carry()
+	require.Zero(t, b.After)
+	require.Len(t, b.Events, 1)
 
 	i.version = 6
 	rec(1)

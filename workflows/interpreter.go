@@ -69,8 +69,8 @@ import (
 //	   appends only once every event before them is in the log (migration
 //	   00026), instead of every unconfirmed event; the whole unconfirmed
 //	   prefix goes again after a failed attempt, a refused suffix
-//	   (NodeResult.EventsRefused), or two carriers in a row unconfirmed
-//	   (events.go, carryIn).
+//	   (NodeResult.EventsRefused), or maxSuffixChain carriers in a row
+//	   unconfirmed (events.go, carryIn).
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
