@@ -264,3 +264,56 @@ func TestMalformedCompactBatchIsRefused(t *testing.T) {
 	require.False(t, called.Load())
 	require.Empty(t, eventKeys(t, b))
 }
+
+// Interpreter version 7: a workspace-write attempt carrying only the
+// events after those an earlier read attempt carried (NodeInput.Suffix)
+// runs its handler only once both are in the log, each event once and in
+// order, though the earlier append was still waiting when it began.
+func TestWriteActionCarryingASuffixRunsAfterTheEventsBeforeIt(t *testing.T) {
+	t.Parallel()
+	var called atomic.Bool
+	var b *bundle
+	var logged []string
+	b = newBundle(t, carriedDoc, withActions(writeAction(func(context.Context) {
+		logged = eventKeys(t, b)
+		called.Store(true)
+	})))
+	carriedRun(t, b)
+	release := lockRun(t, b)
+
+	read := b.input("echo", graph.KindAction, map[string]string{"in": `{"x":1}`})
+	read.Events = batch(2)
+	res, err := b.runNode(read)
+	require.NoError(t, err)
+	require.Zero(t, res.EventsThrough, "the read attempt answered before its append committed")
+
+	all := batch(3)
+	suffix, ok := execution.CompactBatchOf("run-1", all.Events[2:], all.Run, 3)
+	require.True(t, ok)
+	suffix.After = 2
+	write := b.input("write", graph.KindAction, map[string]string{"in": `{"x":1}`})
+	write.Suffix = suffix
+	type outcome struct {
+		res execution.NodeResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := b.runNode(write)
+		done <- outcome{res, err}
+	}()
+	// A pause, not a synchronisation: it can only hide a bug, never invent one.
+	time.Sleep(300 * time.Millisecond)
+	require.False(t, called.Load(), "the handler ran before the events before its own were in the log")
+	release()
+	var got outcome
+	select {
+	case got = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the attempt never finished")
+	}
+	require.NoError(t, got.err)
+	require.Equal(t, []string{"node.started echo#1", "node.started echo#2", "node.started echo#3"}, logged)
+	require.Equal(t, 3, got.res.EventsThrough)
+	require.NoError(t, b.st.VerifyChain(context.Background(), tenant, "run-1"))
+}
