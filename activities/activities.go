@@ -96,7 +96,7 @@ func Register(r worker.ActivityRegistry, d Deps) error {
 		plans.constants = consts
 	}
 	// A run's appends, carried and flushed, take turns in this process (runAppends).
-	// Carried appends of different runs share commits (appendGroups).
+	// Appends of different runs, carried and flushed, share commits (appendGroups).
 	appends := newGroupedRunAppends(d.Store, newAppendedRuns(appendedRunsSize))
 	events := &EventActivities{events: appends}
 	local := &LocalNodeActivities{revisions: revs, values: vals}

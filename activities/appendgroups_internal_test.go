@@ -191,3 +191,61 @@ func TestGroupedCarriedAppendsKeepEveryRunsLog(t *testing.T) {
 		require.Equal(t, attempts, r.appended.through("t", id))
 	}
 }
+
+// groupsOnly is a gatedGroups that refuses to append alone: with
+// newGroupedRunAppends every append, flushes included, goes through a group.
+type groupsOnly struct {
+	*gatedGroups
+	events map[string][]string // run -> keys sent in groups
+}
+
+func (g groupsOnly) AppendEvents(context.Context, string, string, []execution.EventDraft, *execution.RunUpdate) error {
+	return errors.New("an append went out alone, outside a group")
+}
+
+func (g groupsOnly) AppendEventsGroup(ctx context.Context, reqs []store.AppendRequest) []error {
+	errs := g.gatedGroups.AppendEventsGroup(ctx, reqs)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range reqs {
+		for _, e := range r.Events {
+			g.events[r.RunID] = append(g.events[r.RunID], e.Key)
+		}
+	}
+	return errs
+}
+
+// A flush (the AppendEvents local activity) shares the next commit with
+// other runs' carried appends that wait at the same time, sending exactly
+// the events it was given; on an idle worker it goes out at once.
+func TestFlushesJoinTheNextGroupCommit(t *testing.T) {
+	st := groupsOnly{newGatedGroups(), map[string][]string{}}
+	r := newGroupedRunAppends(st, newAppendedRuns(8))
+	ctx := context.Background()
+	errs := map[string]chan error{}
+	for _, run := range []string{"a", "b", "c"} {
+		errs[run] = make(chan error, 1)
+	}
+	go func() { errs["a"] <- r.AppendEvents(ctx, "t", "a", draftBatch(1, 2).Events, nil) }()
+	select { // a's flush is in flight, alone
+	case <-st.entered:
+	case err := <-errs["a"]:
+		t.Fatalf("the flush did not go through a group: %v", err)
+	}
+	go func() { errs["b"] <- r.carry(ctx, "t", "b", draftBatch(1, 2)) }()
+	go func() { errs["c"] <- r.AppendEvents(ctx, "t", "c", draftBatch(2, 3).Events, nil) }()
+	g := r.events.(*appendGroups)
+	require.Same(t, g, r.carried, "flushes and carried batches share one group sender")
+	require.Eventually(t, func() bool { return waitingAppends(g) == 2 }, 30*time.Second, time.Millisecond)
+	st.gate <- struct{}{}
+	st.gate <- struct{}{}
+	for _, run := range []string{"a", "b", "c"} {
+		require.NoError(t, <-errs[run])
+	}
+	require.Equal(t, [][]string{{"a"}, {"b", "c"}}, st.sent())
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	require.Equal(t, map[string][]string{"a": {"k1", "k2"}, "b": {"k1", "k2"}, "c": {"k2", "k3"}}, st.events)
+	require.Equal(t, 2, r.appended.through("t", "b"))
+	require.Zero(t, r.appended.through("t", "c"), "a flush confirms nothing to the carried batches' record")
+}

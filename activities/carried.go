@@ -89,7 +89,7 @@ func (a *appendedRuns) through(tenantID, runID string) int {
 // from a workflow task that may never complete (docs/reliability.md), so a
 // flush appends exactly what it was given.
 type runAppends struct {
-	events eventAppender // flushes
+	events eventAppender // flushes: events, or one sharing commits (appendGroups)
 	// carried sends carried batches: events, or one sharing commits with
 	// other runs' (appendGroups).
 	carried  carriedAppender
@@ -144,13 +144,20 @@ type storeAppender interface {
 	groupAppender
 }
 
-// newGroupedRunAppends is newRunAppends whose carried batches share
-// commits with other runs' waiting at the same time (appendGroups); a
-// flush, on its workflow task's path and never coalesced, still commits
-// alone.
+// newGroupedRunAppends is newRunAppends whose appends, carried batches and
+// flushes alike, share commits with other runs' waiting at the same time
+// (appendGroups). A flush is still never coalesced (it sends exactly what
+// it was given, in its run's turn); it only joins the next commit. That
+// costs a flush at most the wait for the group in flight (an append on an
+// idle worker still goes out at once), and spares the database a commit
+// of its own per flush; and since one group is in flight at a time, a
+// worker's appends keep to one pool connection at a time instead of
+// spreading over the pool's backends, each of which pays again for the
+// shared-buffer pages, caches and plans it touches first.
 func newGroupedRunAppends(st storeAppender, appended *appendedRuns) *runAppends {
 	r := newRunAppends(st, appended)
-	r.carried = newAppendGroups(st, maxAppendGroup)
+	g := newAppendGroups(st, maxAppendGroup)
+	r.events, r.carried = g, g
 	return r
 }
 
