@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 )
@@ -89,24 +87,11 @@ func (s *Store) AppendEventsGroup(ctx context.Context, reqs []AppendRequest) []e
 	slices.SortStableFunc(group, func(a, b prepared) int { return strings.Compare(a.call.runID, b.call.runID) })
 	// A batch outside an explicit transaction runs in one implicit
 	// transaction (one Sync): all of it commits, or none of it.
-	batch := &pgx.Batch{}
-	for _, p := range group {
-		batch.Queue(appendEventsSQL, p.call.args()...)
+	calls := make([]*appendCall, len(group))
+	for k, p := range group {
+		calls[k] = p.call
 	}
-	found := make([]bool, len(group))
-	gap := make([]bool, len(group))
-	err := func() error {
-		res := s.Pool.SendBatch(ctx, batch)
-		for k := range group {
-			var status string
-			var closed bool
-			if err := res.QueryRow().Scan(&found[k], &status, new(int), &closed, &gap[k]); err != nil {
-				res.Close()
-				return err
-			}
-		}
-		return res.Close()
-	}()
+	outs, err := execAppendBatch(ctx, s.Pool, calls)
 	if err != nil {
 		for _, p := range group {
 			errs[p.i] = s.sendAppend(ctx, p.call)
@@ -115,9 +100,9 @@ func (s *Store) AppendEventsGroup(ctx context.Context, reqs []AppendRequest) []e
 	}
 	for k, p := range group {
 		switch {
-		case !found[k]:
+		case !outs[k].found:
 			errs[p.i] = fmt.Errorf("store: append events to run %s: %w", p.call.runID, failure.ErrNotFound)
-		case gap[k]:
+		case outs[k].gap:
 			errs[p.i] = fmt.Errorf("store: append events to run %s: %w", p.call.runID, ErrEventsGap)
 		}
 	}
@@ -150,13 +135,11 @@ func (s *Store) prepareAppend(ctx context.Context, r AppendRequest, onlyIfActive
 
 // sendAppend sends one prepared call in its own statement (and transaction).
 func (s *Store) sendAppend(ctx context.Context, call *appendCall) error {
-	var found, wasClosed, gap bool
-	var status string
-	err := s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed, &gap)
+	out, err := execAppend(ctx, s.Pool, call)
 	switch {
-	case err == nil && !found:
+	case err == nil && !out.found:
 		err = failure.ErrNotFound
-	case err == nil && gap:
+	case err == nil && out.gap:
 		err = ErrEventsGap
 	}
 	if err != nil {

@@ -117,17 +117,15 @@ func (s *Store) appendEvents(ctx context.Context, tenantID, runID string, events
 	}
 	// One statement (weft_append_events, migration 00012), whatever the
 	// batch: the events, the move to running and the terminal projection.
-	var found, wasClosed bool
-	var status string
-	err = s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, new(int), &wasClosed, new(bool))
-	if err == nil && !found {
+	out, err := execAppend(ctx, s.Pool, call)
+	if err == nil && !out.found {
 		err = failure.ErrNotFound
 	}
 	if err != nil {
 		return false, fmt.Errorf("store: append events to run %s: %w", runID, err)
 	}
 	// With onlyIfActive, a run already terminal got nothing.
-	return !(onlyIfActive && wasClosed), nil
+	return !(onlyIfActive && out.wasClosed), nil
 }
 
 // appendEventsSQL calls weft_append_events (its third signature,

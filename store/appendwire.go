@@ -1,0 +1,283 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weftworks/weft/execution"
+)
+
+// An append's parameters go to weft_append_events already encoded, in
+// PostgreSQL's binary formats, from a buffer this process reuses. pgx would
+// encode them itself into a per-connection buffer it grows from 256 bytes
+// by doubling, element by element, and drops after every query: with an
+// append's few kilobytes of arrays that is about twice the bytes sent,
+// allocated anew for each of a run's dozen appends (issue 14, bytes per
+// run). What the database receives is the same values; only who lays out
+// the bytes differs (TestAppendWireMatchesPgx).
+
+// OIDs of the types weft_append_events takes (pg_type.oid, fixed by
+// PostgreSQL).
+const (
+	oidBool        = 16
+	oidBytea       = 17
+	oidInt4        = 23
+	oidText        = 25
+	oidTimestamptz = 1184
+)
+
+// binaryFormat is the one format code that applies to every parameter and
+// result column.
+var binaryFormat = []int16{1}
+
+// pgEpochMicros is 2000-01-01 00:00:00 UTC in microseconds since the Unix
+// epoch: PostgreSQL's binary timestamptz counts microseconds from it.
+const pgEpochMicros = 946684800 * 1_000_000
+
+// appendParams is one call's encoded parameters: values point into buf.
+type appendParams struct {
+	buf    []byte
+	values [][]byte
+}
+
+// appendParamsPool keeps parameter buffers between appends. A buffer that
+// grew past maxPooledParams (a huge batch) is left to the collector, so
+// one outlier does not pin its memory.
+var appendParamsPool = sync.Pool{New: func() any { return &appendParams{values: make([][]byte, 0, 22)} }}
+
+const maxPooledParams = 256 << 10
+
+func getAppendParams() *appendParams { return appendParamsPool.Get().(*appendParams) }
+
+func putAppendParams(p *appendParams) {
+	if cap(p.buf) > maxPooledParams {
+		return
+	}
+	clear(p.values)
+	p.buf, p.values = p.buf[:0], p.values[:0]
+	appendParamsPool.Put(p)
+}
+
+// encode lays out c as weft_append_events' 22 parameters, in binary, in
+// the order of appendEventsSQL; a nil value is SQL NULL.
+func (c *appendCall) encode(p *appendParams) {
+	p.buf, p.values = p.buf[:0], p.values[:0]
+	// Offsets first: buf may move while it grows.
+	type span struct {
+		from, to int
+		null     bool
+	}
+	spans := [22]span{}
+	k := 0
+	mark := func() int { return len(p.buf) }
+	done := func(from int) { spans[k] = span{from: from, to: len(p.buf)}; k++ }
+	null := func() { spans[k] = span{null: true}; k++ }
+	text := func(s string) { from := mark(); p.buf = append(p.buf, s...); done(from) }
+	int4 := func(v int32) { from := mark(); p.buf = binary.BigEndian.AppendUint32(p.buf, uint32(v)); done(from) }
+	boolean := func(v bool) {
+		from := mark()
+		if v {
+			p.buf = append(p.buf, 1)
+		} else {
+			p.buf = append(p.buf, 0)
+		}
+		done(from)
+	}
+	timestamptz := func(t *time.Time) {
+		if t == nil {
+			null()
+			return
+		}
+		from := mark()
+		p.buf = appendTimestamptz(p.buf, *t)
+		done(from)
+	}
+	optText := func(s *string) {
+		if s == nil {
+			null()
+			return
+		}
+		text(*s)
+	}
+
+	text(c.runID)
+	text(c.tenantID)
+	boolean(c.onlyIfActive)
+	int4(int32(execution.EventSchemaVersion))
+	from := mark()
+	p.buf = appendArray(p.buf, oidText, len(c.keys), func(b []byte, i int) []byte { return append(b, c.keys[i]...) })
+	done(from)
+	from = mark()
+	p.buf = appendArray(p.buf, oidText, len(c.types), func(b []byte, i int) []byte { return append(b, c.types[i]...) })
+	done(from)
+	from = mark()
+	p.buf = appendArray(p.buf, oidText, len(c.nodes), func(b []byte, i int) []byte { return append(b, c.nodes[i]...) })
+	done(from)
+	from = mark()
+	p.buf = appendArray(p.buf, oidInt4, len(c.attempts), func(b []byte, i int) []byte {
+		return binary.BigEndian.AppendUint32(b, uint32(c.attempts[i]))
+	})
+	done(from)
+	from = mark()
+	p.buf = appendArray(p.buf, oidTimestamptz, len(c.ats), func(b []byte, i int) []byte { return appendTimestamptz(b, c.ats[i]) })
+	done(from)
+	for _, col := range [][][]byte{c.data, c.pres, c.nodeParts} {
+		from = mark()
+		p.buf = appendArray(p.buf, oidBytea, len(col), func(b []byte, i int) []byte { return append(b, col[i]...) })
+		done(from)
+	}
+	from = mark()
+	p.buf = append(p.buf, c.runPart...)
+	done(from)
+	timestamptz(c.runningAt)
+	text(c.temporalRunID)
+	text(EventsChannel)
+	text(c.finalStatus)
+	optText(c.output)
+	optText(c.runError)
+	timestamptz(c.finishedAt)
+	int4(int32(c.after))
+	int4(int32(c.through))
+	for _, s := range spans[:k] {
+		if s.null {
+			p.values = append(p.values, nil)
+			continue
+		}
+		p.values = append(p.values, p.buf[s.from:s.to:s.to])
+	}
+}
+
+// appendTimestamptz appends t in PostgreSQL's binary timestamptz form
+// (microseconds since 2000-01-01 UTC; t is already at microseconds).
+func appendTimestamptz(b []byte, t time.Time) []byte {
+	micros := t.Unix()*1_000_000 + int64(t.Nanosecond()/1000) - pgEpochMicros
+	return binary.BigEndian.AppendUint64(b, uint64(micros))
+}
+
+// appendArray appends a one-dimensional array of n non-null elements of
+// type elem in PostgreSQL's binary array form; each element's bytes are
+// what appendElem appends after its length. An empty array is written as
+// pgx writes one: one dimension of length zero.
+func appendArray(b []byte, elem uint32, n int, appendElem func([]byte, int) []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, 1)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, elem)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	b = binary.BigEndian.AppendUint32(b, 1) // lower bound
+	for i := range n {
+		at := len(b)
+		b = binary.BigEndian.AppendUint32(b, 0)
+		b = appendElem(b, i)
+		binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	}
+	return b
+}
+
+// appendOutcome is one weft_append_events row: run_found, run_status,
+// appended, was_terminal, gap.
+type appendOutcome struct {
+	found, wasClosed, gap bool
+}
+
+// readAppendOutcome reads the one row a weft_append_events call returns,
+// its columns in binary.
+func readAppendOutcome(rr *pgconn.ResultReader) (appendOutcome, error) {
+	var out appendOutcome
+	rows := 0
+	for rr.NextRow() {
+		vals := rr.Values()
+		if len(vals) != 5 {
+			rr.Close()
+			return out, fmt.Errorf("weft_append_events returned %d columns, want 5", len(vals))
+		}
+		rows++
+		out = appendOutcome{found: isTrue(vals[0]), wasClosed: isTrue(vals[3]), gap: isTrue(vals[4])}
+	}
+	if _, err := rr.Close(); err != nil {
+		return out, err
+	}
+	if rows != 1 {
+		return out, fmt.Errorf("weft_append_events returned %d rows, want 1", rows)
+	}
+	return out, nil
+}
+
+// isTrue reads a binary boolean (NULL as false).
+func isTrue(v []byte) bool { return len(v) == 1 && v[0] != 0 }
+
+// execAppend runs one call in its own statement (and transaction) on a
+// connection of pool, through the connection's prepared statement.
+func execAppend(ctx context.Context, pool *pgxpool.Pool, call *appendCall) (appendOutcome, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return appendOutcome{}, err
+	}
+	defer conn.Release()
+	sd, err := conn.Conn().Prepare(ctx, appendEventsSQL, appendEventsSQL)
+	if err != nil {
+		return appendOutcome{}, err
+	}
+	p := getAppendParams()
+	defer putAppendParams(p)
+	call.encode(p)
+	return readAppendOutcome(conn.Conn().PgConn().ExecStatement(ctx, sd, p.values, binaryFormat, binaryFormat))
+}
+
+// execAppendBatch runs calls as one batch, in order, in one implicit
+// transaction (one Sync): all of them commit or none does. The outcomes
+// are in the calls' order.
+func execAppendBatch(ctx context.Context, pool *pgxpool.Pool, calls []*appendCall) ([]appendOutcome, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	sd, err := conn.Conn().Prepare(ctx, appendEventsSQL, appendEventsSQL)
+	if err != nil {
+		return nil, err
+	}
+	batch := &pgconn.Batch{}
+	params := make([]*appendParams, len(calls))
+	defer func() {
+		for _, p := range params {
+			if p != nil {
+				putAppendParams(p)
+			}
+		}
+	}()
+	for i, call := range calls {
+		params[i] = getAppendParams()
+		call.encode(params[i])
+		batch.ExecStatement(sd, params[i].values, binaryFormat, binaryFormat)
+	}
+	mrr := conn.Conn().PgConn().ExecBatch(ctx, batch)
+	outs := make([]appendOutcome, len(calls))
+	var readErr error
+	for i := range calls {
+		if !mrr.NextResult() {
+			readErr = errors.New("weft_append_events batch ended early")
+			break
+		}
+		out, err := readAppendOutcome(mrr.ResultReader())
+		if err != nil {
+			readErr = err
+			break
+		}
+		outs[i] = out
+	}
+	// Close reports the batch's error (a refused statement fails the rest).
+	if err := mrr.Close(); err != nil {
+		return nil, err
+	}
+	if readErr != nil {
+		return nil, readErr
+	}
+	return outs, nil
+}
