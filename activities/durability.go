@@ -166,13 +166,16 @@ func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger)
 			return run(ctx, in)
 		}
 		in.Events, in.Carried = nil, nil // the node itself never sees them
+		// The goroutines below take these, not in: capturing in would
+		// move the whole input to the heap for every attempt.
+		tenantID, runID, nodeID := in.TenantID, in.RunID, in.NodeID
 		c := &carried{done: make(chan struct{})}
 		// Not the attempt's context: the append may outlive the attempt.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), carriedAppendTimeout)
 		go func() {
 			defer cancel()
 			defer close(c.done)
-			c.err = carryClosingGap(actx, appends, in.TenantID, in.RunID, b)
+			c.err = carryClosingGap(actx, appends, tenantID, runID, b)
 		}()
 		res, err := run(context.WithValue(ctx, carriedKey{}, c), in)
 		if c.awaited.Load() {
@@ -186,7 +189,7 @@ func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger)
 			return res, err
 		}
 		if err == nil {
-			res.EventsThrough = min(appends.appended.through(in.TenantID, in.RunID), b.Through)
+			res.EventsThrough = min(appends.appended.through(tenantID, runID), b.Through)
 			select {
 			case <-c.done:
 				// Refused for good: the interpreter carries the whole
@@ -202,7 +205,7 @@ func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger)
 			<-c.done
 			if c.err != nil {
 				logger.Warn("a carried event append failed; the events stay buffered and are carried again",
-					"tenant", in.TenantID, "run", in.RunID, "node", in.NodeID, "err", c.err)
+					"tenant", tenantID, "run", runID, "node", nodeID, "err", c.err)
 			}
 		}()
 		return res, err

@@ -170,9 +170,10 @@ func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n gra
 	hb := startHeartbeats(ctx)
 	defer hb.stop()
 
+	nodeID, action := n.ID, n.Action // not n: the closure would move the whole node to the heap
 	onPanic := func(p any) error {
-		a.logger.Error("action handler panicked", "node", n.ID, "action", n.Action.String(), "panic", p)
-		return permanent(execution.ErrActionFailed, nil, "node %q: action %s panicked", n.ID, n.Action)
+		a.logger.Error("action handler panicked", "node", nodeID, "action", action.String(), "panic", p)
+		return permanent(execution.ErrActionFailed, nil, "node %q: action %s panicked", nodeID, action)
 	}
 	// The log first, then the effect. A read action has none: its attempt
 	// does not wait for the events it carries (withCarriedEvents).
@@ -181,19 +182,22 @@ func (a *NodeActivities) call(ctx context.Context, in execution.NodeInput, n gra
 			return nil, err
 		}
 	}
+	// The call is built here, not in the closure: a closure taking in
+	// would move the whole input to the heap for every attempt.
+	handler, call := act.Handler, catalog.Call{
+		TenantID:       in.TenantID,
+		RunID:          in.RunID,
+		NodeID:         in.NodeID,
+		Actor:          in.Actor,
+		RequestedBy:    in.Actor.RequestedBy(),
+		Attempt:        in.Attempt,
+		IdempotencyKey: catalog.IdempotencyKey(in.TenantID, in.RunID, in.NodeID),
+		Input:          input,
+		Permissions:    in.Permissions,
+		Heartbeat:      hb.beat,
+	}
 	out, err := bounded(hctx, onPanic, func() (json.RawMessage, error) {
-		return act.Handler(hctx, catalog.Call{
-			TenantID:       in.TenantID,
-			RunID:          in.RunID,
-			NodeID:         in.NodeID,
-			Actor:          in.Actor,
-			RequestedBy:    in.Actor.RequestedBy(),
-			Attempt:        in.Attempt,
-			IdempotencyKey: catalog.IdempotencyKey(in.TenantID, in.RunID, in.NodeID),
-			Input:          input,
-			Permissions:    in.Permissions,
-			Heartbeat:      hb.beat,
-		})
+		return handler(hctx, call)
 	})
 	var appErr *temporal.ApplicationError
 	switch {
