@@ -86,6 +86,9 @@ type preparedEvent struct {
 	attempt          int
 	at               time.Time
 	data             []byte // canonical JSON
+	// preEnd and nodeEnd locate the event's hash pieces (eventHashParts)
+	// in its appendCall's parts: pre ends at preEnd, node at nodeEnd.
+	preEnd, nodeEnd int
 }
 
 // AppendEvents appends events to a run's log and applies upd (may be nil) to
@@ -137,43 +140,42 @@ const appendEventsSQL = `SELECT run_found, run_status, appended, was_terminal, g
 	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::bytea[], $11::bytea[], $12::bytea[],
 	$13::bytea, $14::timestamptz, $15, $16, $17, $18::text::jsonb, $19::text::jsonb, $20::timestamptz, $21::integer, $22::integer)`
 
-// appendCall is one weft_append_events call: the prepared events laid out
-// as arrays, each event's canonical form in the pieces the function hashes
-// around its data, the run's part and its seq (see eventHashParts), and
-// the run update.
+// appendCall is one weft_append_events call: the prepared events, each
+// event's canonical form in the pieces the function hashes around its
+// data, the run's part and its seq (see eventHashParts), and the run
+// update. The events' arrays are laid out when the call is sent (encode,
+// or args for pgx).
 type appendCall struct {
-	tenantID, runID       string
-	onlyIfActive          bool
-	keys, types, nodes    []string
-	attempts              []int32
-	ats                   []time.Time
-	data, pres, nodeParts [][]byte
-	runPart               []byte
-	runningAt             *time.Time
-	temporalRunID         string
-	finalStatus           string
-	output, runError      *string // JSON text, nil for SQL NULL
-	finishedAt            *time.Time
-	after, through        int // AppendRequest's
+	tenantID, runID  string
+	onlyIfActive     bool
+	events           []preparedEvent
+	parts            []byte // every event's pre and node, back to back
+	runPart          []byte
+	runningAt        *time.Time
+	temporalRunID    string
+	finalStatus      string
+	output, runError *string // JSON text, nil for SQL NULL
+	finishedAt       *time.Time
+	after, through   int // AppendRequest's
 }
 
 func newAppendCall(tenantID, runID string, events []preparedEvent, onlyIfActive bool) (*appendCall, error) {
-	n := len(events)
 	runPart, err := eventRunPart(runID, execution.EventSchemaVersion)
 	if err != nil {
 		return nil, err
 	}
+	size := 0
+	for _, e := range events {
+		size += len(e.nodeID) + 80
+	}
 	c := &appendCall{tenantID: tenantID, runID: runID, onlyIfActive: onlyIfActive,
-		keys: make([]string, n), types: make([]string, n), nodes: make([]string, n),
-		attempts: make([]int32, n), ats: make([]time.Time, n),
-		data: make([][]byte, n), pres: make([][]byte, n), nodeParts: make([][]byte, n), runPart: runPart}
-	for i, e := range events {
-		pre, node, err := eventHashParts(e.at, e.attempt, e.nodeID)
-		if err != nil {
+		events: events, parts: make([]byte, 0, size), runPart: runPart}
+	for i := range events {
+		e := &events[i]
+		if c.parts, e.preEnd, err = appendEventHashParts(c.parts, e.at, e.attempt, e.nodeID); err != nil {
 			return nil, err
 		}
-		c.keys[i], c.types[i], c.nodes[i], c.attempts[i], c.ats[i], c.data[i] = e.key, e.typ, e.nodeID, int32(e.attempt), e.at, e.data
-		c.pres[i], c.nodeParts[i] = pre, node
+		e.nodeEnd = len(c.parts)
 		// A batch holding run.started starts the run at that event's
 		// time, whatever its update: a run that ran no activity reaches
 		// its end with its start in the same batch.
@@ -183,6 +185,22 @@ func newAppendCall(tenantID, runID string, events []preparedEvent, onlyIfActive 
 		}
 	}
 	return c, nil
+}
+
+// pre and node are event i's hash pieces (full slices: appending to one
+// never writes over what follows).
+func (c *appendCall) pre(i int) []byte {
+	from := 0
+	if i > 0 {
+		from = c.events[i-1].nodeEnd
+	}
+	end := c.events[i].preEnd
+	return c.parts[from:end:end]
+}
+
+func (c *appendCall) node(i int) []byte {
+	end := c.events[i].nodeEnd
+	return c.parts[c.events[i].preEnd:end:end]
 }
 
 // update sets the run update's arguments: the move to running (at the
@@ -228,9 +246,18 @@ func (c *appendCall) update(ctx context.Context, q querier, tenantID, runID stri
 	return nil
 }
 
+// args are the call's parameters as pgx takes them (appendInTx).
 func (c *appendCall) args() []any {
+	n := len(c.events)
+	keys, types, nodes := make([]string, n), make([]string, n), make([]string, n)
+	attempts, ats := make([]int32, n), make([]time.Time, n)
+	data, pres, nodeParts := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	for i, e := range c.events {
+		keys[i], types[i], nodes[i], attempts[i], ats[i], data[i] = e.key, e.typ, e.nodeID, int32(e.attempt), e.at, e.data
+		pres[i], nodeParts[i] = c.pre(i), c.node(i)
+	}
 	return []any{c.runID, c.tenantID, c.onlyIfActive, execution.EventSchemaVersion,
-		c.keys, c.types, c.nodes, c.attempts, c.ats, c.data, c.pres, c.nodeParts, c.runPart,
+		keys, types, nodes, attempts, ats, data, pres, nodeParts, c.runPart,
 		c.runningAt, c.temporalRunID, EventsChannel, c.finalStatus, c.output, c.runError, c.finishedAt, int32(c.after), int32(c.through)}
 }
 
@@ -377,7 +404,17 @@ func eventCanonical(runID string, seq int64, schemaVersion int, typ string, at t
 // eventHashParts is an event's pre, `{"at":"...","attempt":N,"data":`, and
 // node, `,"nodeId":"..."`, in one buffer.
 func eventHashParts(at time.Time, attempt int, nodeID string) (pre, node []byte, err error) {
-	buf := make([]byte, 0, len(nodeID)+80)
+	buf, n, err := appendEventHashParts(make([]byte, 0, len(nodeID)+80), at, attempt, nodeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A full slice expression: appending to pre never writes over node.
+	return buf[:n:n], buf[n:], nil
+}
+
+// appendEventHashParts appends an event's pre and node to buf and returns
+// it with where pre ends.
+func appendEventHashParts(buf []byte, at time.Time, attempt int, nodeID string) ([]byte, int, error) {
 	buf = append(buf, `{"at":"`...)
 	buf = at.UTC().AppendFormat(buf, eventTimeLayout)
 	buf = append(buf, `","attempt":`...)
@@ -385,11 +422,8 @@ func eventHashParts(at time.Time, attempt int, nodeID string) (pre, node []byte,
 	buf = append(buf, `,"data":`...)
 	n := len(buf)
 	buf = append(buf, `,"nodeId":`...)
-	if buf, err = appendCanonicalText(buf, nodeID); err != nil {
-		return nil, nil, err
-	}
-	// A full slice expression: appending to pre never writes over node.
-	return buf[:n:n], buf[n:], nil
+	buf, err := appendCanonicalText(buf, nodeID)
+	return buf, n, err
 }
 
 // eventRunPart is what every event of a run has after its node,

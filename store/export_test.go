@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/weftworks/weft/execution"
 )
@@ -20,15 +21,24 @@ func AppendAnswer(ctx context.Context, s *Store, tenantID, runID string, events 
 	if err != nil {
 		return false, "", 0, false, err
 	}
-	if repeatFirst && len(call.keys) > 0 {
-		call.keys = append(call.keys, call.keys[0])
-		call.types = append(call.types, call.types[0])
-		call.nodes = append(call.nodes, call.nodes[0])
-		call.attempts = append(call.attempts, call.attempts[0])
-		call.ats = append(call.ats, call.ats[0])
-		call.data = append(call.data, []byte(`{"repeated":true}`))
-		call.pres = append(call.pres, call.pres[0])
-		call.nodeParts = append(call.nodeParts, call.nodeParts[0])
+	args := call.args()
+	if repeatFirst && len(call.events) > 0 {
+		for k := 4; k <= 11; k++ {
+			switch a := args[k].(type) {
+			case []string:
+				args[k] = append(a, a[0])
+			case []int32:
+				args[k] = append(a, a[0])
+			case []time.Time:
+				args[k] = append(a, a[0])
+			case [][]byte:
+				if k == 9 { // data
+					args[k] = append(a, []byte(`{"repeated":true}`))
+				} else {
+					args[k] = append(a, a[0])
+				}
+			}
+		}
 	}
 	// A database migrated before 00026 has only the second signature:
 	// call it with its twenty arguments, as the previous releases did.
@@ -37,10 +47,10 @@ func AppendAnswer(ctx context.Context, s *Store, tenantID, runID string, events 
 		return false, "", 0, false, err
 	}
 	if !third {
-		err = s.Pool.QueryRow(ctx, appendEventsSQL00023, call.args()[:20]...).Scan(&found, &status, &appended, &closed)
+		err = s.Pool.QueryRow(ctx, appendEventsSQL00023, args[:20]...).Scan(&found, &status, &appended, &closed)
 		return found, status, appended, closed, err
 	}
-	err = s.Pool.QueryRow(ctx, appendEventsSQL, call.args()...).Scan(&found, &status, &appended, &closed, new(bool))
+	err = s.Pool.QueryRow(ctx, appendEventsSQL, args...).Scan(&found, &status, &appended, &closed, new(bool))
 	return found, status, appended, closed, err
 }
 
