@@ -225,14 +225,47 @@ func execAppend(ctx context.Context, pool *pgxpool.Pool, call *appendCall) (appe
 		return appendOutcome{}, err
 	}
 	defer conn.Release()
-	sd, err := conn.Conn().Prepare(ctx, appendEventsSQL, appendEventsSQL)
-	if err != nil {
-		return appendOutcome{}, err
-	}
 	p := getAppendParams()
 	defer putAppendParams(p)
 	call.encode(p)
-	return readAppendOutcome(conn.Conn().PgConn().ExecStatement(ctx, sd, p.values, binaryFormat, binaryFormat))
+	for sent := false; ; sent = true {
+		sd, err := conn.Conn().Prepare(ctx, appendEventsSQL, appendEventsSQL)
+		if err != nil {
+			return appendOutcome{}, err
+		}
+		out, err := readAppendOutcome(conn.Conn().PgConn().ExecStatement(ctx, sd, p.values, binaryFormat, binaryFormat))
+		if err == nil {
+			return out, nil
+		}
+		forgetStatement(conn)
+		if sent || !staleStatement(err) {
+			return appendOutcome{}, err
+		}
+	}
+}
+
+// staleStatement reports whether err says the connection's prepared
+// append statement no longer fits the server: the server lost it (26000)
+// or a migration replaced weft_append_events with another result type
+// since it was planned (0A000, "cached plan must not change result
+// type"). The statement did not run (or ran in a transaction that rolled
+// back), and the events are idempotent by key, so the append is sent once
+// more on a statement prepared again.
+func staleStatement(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "26000" || pgErr.Code == "0A000")
+}
+
+// forgetStatement drops conn's prepared append statement after a failed
+// execution, as pgx does with the statements it caches, so the next
+// append on this connection prepares it again rather than fail on it
+// until the pool replaces the connection. It runs on its own short
+// context: the append's may be what failed. A connection too broken to
+// deallocate is closed by pgx and dropped by the pool.
+func forgetStatement(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = conn.Conn().Deallocate(ctx, appendEventsSQL)
 }
 
 // execAppendBatch runs calls as one batch, in order, in one implicit
@@ -244,11 +277,6 @@ func execAppendBatch(ctx context.Context, pool *pgxpool.Pool, calls []*appendCal
 		return nil, err
 	}
 	defer conn.Release()
-	sd, err := conn.Conn().Prepare(ctx, appendEventsSQL, appendEventsSQL)
-	if err != nil {
-		return nil, err
-	}
-	batch := &pgconn.Batch{}
 	params := make([]*appendParams, len(calls))
 	defer func() {
 		for _, p := range params {
@@ -260,12 +288,34 @@ func execAppendBatch(ctx context.Context, pool *pgxpool.Pool, calls []*appendCal
 	for i, call := range calls {
 		params[i] = getAppendParams()
 		call.encode(params[i])
-		batch.ExecStatement(sd, params[i].values, binaryFormat, binaryFormat)
+	}
+	for sent := false; ; sent = true {
+		outs, err := sendAppendBatch(ctx, conn, params)
+		if err == nil {
+			return outs, nil
+		}
+		forgetStatement(conn)
+		if sent || !staleStatement(err) {
+			return nil, err
+		}
+	}
+}
+
+// sendAppendBatch sends one batch of encoded calls on conn and reads their
+// outcomes, in order.
+func sendAppendBatch(ctx context.Context, conn *pgxpool.Conn, params []*appendParams) ([]appendOutcome, error) {
+	sd, err := conn.Conn().Prepare(ctx, appendEventsSQL, appendEventsSQL)
+	if err != nil {
+		return nil, err
+	}
+	batch := &pgconn.Batch{}
+	for _, p := range params {
+		batch.ExecStatement(sd, p.values, binaryFormat, binaryFormat)
 	}
 	mrr := conn.Conn().PgConn().ExecBatch(ctx, batch)
-	outs := make([]appendOutcome, len(calls))
+	outs := make([]appendOutcome, len(params))
 	var readErr error
-	for i := range calls {
+	for i := range params {
 		if !mrr.NextResult() {
 			readErr = errors.New("weft_append_events batch ended early")
 			break

@@ -59,3 +59,6 @@ func AppendAnswer(ctx context.Context, s *Store, tenantID, runID string, events 
 const appendEventsSQL00023 = `SELECT run_found, run_status, appended, was_terminal FROM weft_append_events($1, $2, $3, $4,
 	$5::text[], $6::text[], $7::text[], $8::integer[], $9::timestamptz[], $10::bytea[], $11::bytea[], $12::bytea[],
 	$13::bytea, $14::timestamptz, $15, $16, $17, $18::text::jsonb, $19::text::jsonb, $20::timestamptz)`
+
+// AppendEventsSQL is the statement every append prepares on its connection.
+const AppendEventsSQL = appendEventsSQL
