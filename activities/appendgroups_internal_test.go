@@ -226,14 +226,18 @@ func TestFlushesJoinTheNextGroupCommit(t *testing.T) {
 	for _, run := range []string{"a", "b", "c"} {
 		errs[run] = make(chan error, 1)
 	}
-	go func() { errs["a"] <- r.AppendEvents(ctx, "t", "a", draftBatch(1, 2).Events, nil) }()
+	go func() {
+		errs["a"] <- r.Flush(ctx, execution.AppendEventsInput{TenantID: "t", RunID: "a", Events: draftBatch(1, 2).Events})
+	}()
 	select { // a's flush is in flight, alone
 	case <-st.entered:
 	case err := <-errs["a"]:
 		t.Fatalf("the flush did not go through a group: %v", err)
 	}
 	go func() { errs["b"] <- r.carry(ctx, "t", "b", draftBatch(1, 2)) }()
-	go func() { errs["c"] <- r.AppendEvents(ctx, "t", "c", draftBatch(2, 3).Events, nil) }()
+	go func() {
+		errs["c"] <- r.Flush(ctx, execution.AppendEventsInput{TenantID: "t", RunID: "c", Events: draftBatch(2, 3).Events})
+	}()
 	g := r.events.(*appendGroups)
 	require.Same(t, g, r.carried, "flushes and carried batches share one group sender")
 	require.Eventually(t, func() bool { return waitingAppends(g) == 2 }, 30*time.Second, time.Millisecond)

@@ -269,14 +269,6 @@ func merged(b, latest *execution.EventBatch) *execution.EventBatch {
 // the log (store.ErrEventsGap).
 func isGap(err error) bool { return errors.Is(err, store.ErrEventsGap) }
 
-// AppendEvents is a flush (the AppendEvents local activity): what it was
-// given, in the run's turn.
-func (r *runAppends) AppendEvents(ctx context.Context, tenantID, runID string, events []execution.EventDraft, upd *execution.RunUpdate) error {
-	return r.inTurn(ctx, runKey{tenantID, runID}, nil, func(*appendLane) error {
-		return r.events.AppendEvents(ctx, tenantID, runID, events, upd)
-	})
-}
-
 // Flush is a flush (the AppendEvents local activity) in the run's turn:
 // its events less those this worker has seen committed by then, and its
 // run update.

@@ -158,7 +158,9 @@ func TestFlushWaitsForTheRunsAppendInFlight(t *testing.T) {
 	go func() { carried <- r.carry(ctx, "t", "r", draftBatch(1, 2)) }()
 	<-app.entered
 	flushed := make(chan error, 1)
-	go func() { flushed <- r.AppendEvents(ctx, "t", "r", draftBatch(1, 3).Events, nil) }()
+	go func() {
+		flushed <- r.Flush(ctx, execution.AppendEventsInput{TenantID: "t", RunID: "r", Events: draftBatch(1, 3).Events})
+	}()
 	require.Eventually(t, func() bool { return laneUsers(r, "r") == 2 }, 30*time.Second, time.Millisecond)
 	require.Empty(t, app.entered, "the flush started sending while the run's append was in flight")
 
