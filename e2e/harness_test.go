@@ -127,7 +127,14 @@ func newEnvOnServer(t *testing.T, dbURL string, tsrv *testinfra.Temporal, tc cli
 	st, err := store.Open(context.Background(), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
+	return newEnvOnStore(t, st, dbURL, tsrv, tc)
+}
 
+// newEnvOnStore is newEnvOnServer with st (on the database at dbURL) as
+// the API's, the starter's and the worker's store.
+func newEnvOnStore(t *testing.T, st *store.Store, dbURL string, tsrv *testinfra.Temporal, tc client.Client) *env {
+	t.Helper()
+	var err error
 	e := &env{t: t, st: st, dbURL: dbURL, tc: tc, temporal: tsrv, queue: "e2e-" + uuid.NewString(),
 		tenant: "tenant-" + uuid.NewString()[:8], other: "other-" + uuid.NewString()[:8], workflowIDs: map[string]string{},
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
