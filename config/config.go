@@ -150,7 +150,14 @@ const (
 // DefaultDBPoolMaxConns is DBPoolMaxConns's default: the 20 concurrent
 // clients `make bench` enqueues from each hold a connection. pgxpool's own
 // default, max(4, CPUs), left most of them queued for a connection while 4
-// commits flushed.
+// commits flushed (BenchmarkEnqueueRun20: about twice as long per enqueue).
+// A smaller pool made weftbench's throughput runs cost PostgreSQL ~2 ms
+// less CPU each, but mostly the connections' warm-up (each new backend
+// plans the enqueue's statements afresh for its first five calls), which a
+// long-lived process pays once per connection, and throughput did not move
+// (docs/benchmarks.md, session 12). Any size from 1 makes progress: nothing
+// holds a pooled connection while it waits for another, and the listener
+// has its own (e2e TestOnePooledConnectionIsEnough).
 const DefaultDBPoolMaxConns = 20
 
 // DefaultWorkerDrain is WorkerDrain's default.
