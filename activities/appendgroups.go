@@ -44,12 +44,14 @@ type appendGroups struct {
 	leading bool // a goroutine is sending groups
 }
 
-// groupedAppend is one carried append waiting for, or in, a group.
+// groupedAppend is one caller's appends waiting for, or in, a group:
+// one request, or several of one run that must share a commit
+// (AppendTogether).
 type groupedAppend struct {
 	ctx  context.Context
-	req  store.AppendRequest
+	reqs []store.AppendRequest
 	done chan struct{}
-	err  error
+	errs []error
 }
 
 func newAppendGroups(st groupAppender, max int) *appendGroups {
@@ -66,7 +68,15 @@ func (g *appendGroups) AppendEvents(ctx context.Context, tenantID, runID string,
 // AppendCarried is AppendEvents with the batch's ordinals (a suffix's
 // check, the vouch): the request as the group sends it.
 func (g *appendGroups) AppendCarried(ctx context.Context, r store.AppendRequest) error {
-	a := &groupedAppend{ctx: ctx, done: make(chan struct{}), req: r}
+	return g.AppendTogether(ctx, []store.AppendRequest{r})[0]
+}
+
+// AppendTogether appends reqs in the next group, in their order and never
+// split between two groups, so they share one transaction and its commit
+// (store.AppendEventsGroup: all commit or none, or each on its own in
+// order after a failure of the whole), and returns each one's outcome.
+func (g *appendGroups) AppendTogether(ctx context.Context, reqs []store.AppendRequest) []error {
+	a := &groupedAppend{ctx: ctx, done: make(chan struct{}), reqs: reqs}
 	g.mu.Lock()
 	g.waiting = append(g.waiting, a)
 	lead := !g.leading
@@ -77,9 +87,13 @@ func (g *appendGroups) AppendCarried(ctx context.Context, r store.AppendRequest)
 	}
 	select {
 	case <-a.done:
-		return a.err
+		return a.errs
 	case <-ctx.Done():
-		return ctx.Err()
+		errs := make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+		return errs
 	}
 }
 
@@ -102,30 +116,30 @@ func (g *appendGroups) lead(ctx context.Context) {
 	}
 }
 
-// send commits one group; a request whose caller already gave up is left
-// out.
+// send commits one group; a caller who already gave up is left out.
 func (g *appendGroups) send(ctx context.Context, group []*groupedAppend) {
 	live := group[:0:0]
+	var reqs []store.AppendRequest
 	for _, a := range group {
 		if err := a.ctx.Err(); err != nil {
-			a.err = err
+			a.errs = make([]error, len(a.reqs))
+			for i := range a.errs {
+				a.errs[i] = err
+			}
 			close(a.done)
 			continue
 		}
 		live = append(live, a)
+		reqs = append(reqs, a.reqs...)
 	}
 	if len(live) == 0 {
 		return
 	}
-	reqs := make([]store.AppendRequest, len(live))
-	for i, a := range live {
-		reqs[i] = a.req
-	}
 	gctx, cancel := context.WithTimeout(ctx, carriedAppendTimeout)
 	defer cancel()
 	errs := g.store.AppendEventsGroup(gctx, reqs)
-	for i, a := range live {
-		a.err = errs[i]
+	for _, a := range live {
+		a.errs, errs = errs[:len(a.reqs):len(a.reqs)], errs[len(a.reqs):]
 		close(a.done)
 	}
 }

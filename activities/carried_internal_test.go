@@ -148,6 +148,56 @@ func TestCarriedAppendsOfARunTakeTurnsAndCoalesce(t *testing.T) {
 	require.Zero(t, laneUsers(r, "r"), "the lane is dropped once nobody uses it")
 }
 
+// Suffixes of one run (interpreter version 7: each attempt carries only
+// its own events) that wait behind its append in flight are sent as one
+// append: the chain of batches each continuing the one before, every
+// event once, two appends instead of four, whichever waiting carrier gets
+// the turn first.
+func TestCarriedSuffixesOfARunCoalesce(t *testing.T) {
+	app := newBlockingAppender(0)
+	r := newRunAppends(app, newAppendedRuns(8))
+	ctx := context.Background()
+	errs := make(chan error, 4)
+	go func() { errs <- r.carry(ctx, "t", "r", draftBatch(1, 2)) }()
+	<-app.entered                               // sending its batch
+	for through := 5; through >= 3; through-- { // the later ones first: any may get the turn
+		go func() { errs <- r.carry(ctx, "t", "r", suffixBatch(through-1, through)) }()
+		require.Eventually(t, func() bool { return laneUsers(r, "r") == 7-through }, 30*time.Second, time.Millisecond)
+	}
+	for range 2 {
+		app.gate <- struct{}{}
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, [][]string{{"k1", "k2"}, {"k3", "k4", "k5"}}, app.sent())
+	require.Equal(t, 5, r.appended.through("t", "r"))
+}
+
+func TestCoalesced(t *testing.T) {
+	b := suffixBatch(3, 4)
+	waiting := []*execution.EventBatch{suffixBatch(5, 6), b, suffixBatch(4, 5), suffixBatch(8, 9)}
+	send := coalesced(b, waiting, 3)
+	require.Equal(t, 3, send.After)
+	require.Equal(t, 6, send.Through)
+	require.Equal(t, []string{"k4", "k5", "k6"}, []string{send.Events[0].Key, send.Events[1].Key, send.Events[2].Key})
+
+	// An earlier batch not known committed comes first: the chain from it holds b.
+	send = coalesced(b, []*execution.EventBatch{b, suffixBatch(2, 3)}, 2)
+	require.Equal(t, 2, send.After)
+	require.Equal(t, 4, send.Through)
+	require.Len(t, send.Events, 2)
+
+	// A chain broken before b: b goes with what continues it.
+	send = coalesced(b, []*execution.EventBatch{b, suffixBatch(1, 2), suffixBatch(4, 5)}, 0)
+	require.Equal(t, 3, send.After)
+	require.Equal(t, 5, send.Through)
+
+	// A later whole prefix holds everything unconfirmed.
+	prefix := draftBatch(1, 7)
+	require.Same(t, prefix, coalesced(b, []*execution.EventBatch{b, prefix, suffixBatch(4, 5)}, 0))
+}
+
 // A flush waits for the run's append in flight, then sends all it was
 // given (a flush's batch is never coalesced).
 func TestFlushWaitsForTheRunsAppendInFlight(t *testing.T) {
@@ -440,4 +490,70 @@ func (g *gatedChecking) AppendCarried(ctx context.Context, r store.AppendRequest
 		return ctx.Err()
 	}
 	return g.st.AppendCarried(ctx, r)
+}
+
+// keyedGroups records each group as its requests' event keys; each group
+// first says so on entered, then waits for a token on gate.
+type keyedGroups struct {
+	entered, gate chan struct{}
+
+	mu     sync.Mutex
+	groups [][][]string
+}
+
+func (g *keyedGroups) AppendEventsGroup(_ context.Context, reqs []store.AppendRequest) []error {
+	g.entered <- struct{}{}
+	<-g.gate
+	group := make([][]string, len(reqs))
+	for i, r := range reqs {
+		group[i] = []string{}
+		for _, e := range r.Events {
+			group[i] = append(group[i], e.Key)
+		}
+		if r.Update != nil {
+			group[i] = append(group[i], "update:"+r.Update.Status)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.groups = append(g.groups, group)
+	return make([]error, len(reqs))
+}
+
+// A run's final flush that comes while its carried appends are in flight
+// and waiting is sent in the transaction of the waiting ones, right after
+// them, instead of waiting for that commit and making one of its own: two
+// commits where there were three. It sends what it would have sent alone
+// (what was known committed before that transaction, and its update).
+func TestFlushRidesWithTheWaitingCarriedAppend(t *testing.T) {
+	store := &keyedGroups{entered: make(chan struct{}, 16), gate: make(chan struct{}, 16)}
+	r := newRunAppends(&recordingAppender{}, newAppendedRuns(8))
+	g := newAppendGroups(store, maxAppendGroup)
+	r.events, r.carried, r.together = g, g, g
+	ctx := context.Background()
+
+	carried := make(chan error, 2)
+	go func() { carried <- r.carry(ctx, "t", "r", draftBatch(1, 2)) }()
+	<-store.entered // in flight
+	go func() { carried <- r.carry(ctx, "t", "r", suffixBatch(2, 4)) }()
+	require.Eventually(t, func() bool { return laneUsers(r, "r") == 2 }, 30*time.Second, time.Millisecond)
+	flushed := make(chan error, 1)
+	go func() {
+		flushed <- r.Flush(ctx, execution.AppendEventsInput{TenantID: "t", RunID: "r", Events: draftBatch(1, 6).Events, Through: 6,
+			Run: &execution.RunUpdate{Status: execution.StatusSucceeded}})
+	}()
+	require.Eventually(t, func() bool { return laneUsers(r, "r") == 3 }, 30*time.Second, time.Millisecond)
+
+	for range 3 { // one more than it takes: a flush sent alone does not hang the test
+		store.gate <- struct{}{}
+	}
+	require.NoError(t, <-carried)
+	require.NoError(t, <-carried)
+	require.NoError(t, <-flushed)
+	require.Equal(t, [][][]string{
+		{{"k1", "k2"}},
+		{{"k3", "k4"}, {"k3", "k4", "k5", "k6", "update:succeeded"}},
+	}, store.groups)
+	require.Equal(t, 4, r.appended.through("t", "r"), "the flush is never recorded as committed")
+	require.Zero(t, laneUsers(r, "r"))
 }
