@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/execution"
@@ -54,4 +56,45 @@ func TestAppendPreparesItsStatementAgainWhenTheServerLostIt(t *testing.T) {
 
 	require.Len(t, listAll(t, st, "t1", run.RunID), 3)
 	require.Len(t, listAll(t, st, "t1", other.RunID), 1)
+}
+
+// An append PostgreSQL itself refuses (here an event whose time is past
+// the last timestamp PostgreSQL can hold) leaves the connection's
+// prepared statement in place: the statement is sound, so forgetting it
+// would cost every such refusal a DEALLOCATE and a new PREPARE.
+func TestAppendRefusedByPostgresKeepsItsStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, testinfra.NewDatabase(t)+"&pool_max_conns=1")
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	run := createRun(t, st, "t1")
+	tooLate := time.Date(295000, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(node string, at time.Time) execution.EventDraft {
+		return execution.EventDraft{Key: run.RunID + "/" + node + "/1/node.started", Type: execution.EventNodeStarted, NodeID: node,
+			Attempt: 1, At: at, Data: json.RawMessage(`{}`)}
+	}
+	prepared := func() int {
+		t.Helper()
+		var n int
+		require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE statement = $1`, store.AppendEventsSQL).Scan(&n))
+		return n
+	}
+
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{ev("a", t0)}, nil))
+	require.Equal(t, 1, prepared())
+
+	err = st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{ev("b", tooLate)}, nil)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, 1, prepared(), "a refusal by PostgreSQL dropped the prepared statement")
+	errs := st.AppendEventsGroup(ctx, []store.AppendRequest{
+		{TenantID: "t1", RunID: run.RunID, Events: []execution.EventDraft{ev("c", t0)}},
+		{TenantID: "t1", RunID: run.RunID, Events: []execution.EventDraft{ev("d", tooLate)}},
+	})
+	require.ErrorAs(t, errs[1], &pgErr)
+	require.Equal(t, 1, prepared(), "a refusal by PostgreSQL in a group dropped the prepared statement")
+
+	require.NoError(t, st.AppendEvents(ctx, "t1", run.RunID, []execution.EventDraft{ev("e", t0)}, nil))
+	require.Len(t, listAll(t, st, "t1", run.RunID), 3) // a, c (sent again alone), e
 }

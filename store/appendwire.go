@@ -237,6 +237,9 @@ func execAppend(ctx context.Context, pool *pgxpool.Pool, call *appendCall) (appe
 		if err == nil {
 			return out, nil
 		}
+		if keepsStatement(err) {
+			return appendOutcome{}, err
+		}
 		forgetStatement(conn)
 		if sent || !staleStatement(err) {
 			return appendOutcome{}, err
@@ -254,6 +257,17 @@ func execAppend(ctx context.Context, pool *pgxpool.Pool, call *appendCall) (appe
 func staleStatement(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "26000" || pgErr.Code == "0A000")
+}
+
+// keepsStatement reports whether err leaves the connection's prepared
+// append statement as it was: PostgreSQL ran the statement and raised an
+// error of its own (a constraint, a cast, a lock timeout), so the
+// statement is sound and dropping it would only cost a DEALLOCATE and a
+// new PREPARE. Any other error (the connection, a context, a stale
+// statement) may leave it unknown, so it is forgotten.
+func keepsStatement(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && !staleStatement(err)
 }
 
 // forgetStatement drops conn's prepared append statement after a failed
@@ -293,6 +307,9 @@ func execAppendBatch(ctx context.Context, pool *pgxpool.Pool, calls []*appendCal
 		outs, err := sendAppendBatch(ctx, conn, params)
 		if err == nil {
 			return outs, nil
+		}
+		if keepsStatement(err) {
+			return nil, err
 		}
 		forgetStatement(conn)
 		if sent || !staleStatement(err) {
