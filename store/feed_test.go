@@ -5,11 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/failure"
 	"github.com/weftworks/weft/internal/testinfra"
+	"github.com/weftworks/weft/store"
 )
 
 // waitWake waits for a wake-up on ch, failing the test after a generous
@@ -52,7 +54,13 @@ func TestEventFeed(t *testing.T) {
 		default:
 		}
 	}
-	drain(wakeA) // the connection's own wake-all may have raced the subscriptions
+	// Appends notify only watched runs (migration 00027): wait for both
+	// watches, whose commit wakes the runs' subscribers once.
+	for !feed.Watching(a.RunID) || !feed.Watching(b.RunID) {
+		require.False(t, time.Now().After(deadline), "the feed did not watch the runs within 30 s")
+		time.Sleep(10 * time.Millisecond)
+	}
+	drain(wakeA) // the connection's own wake-all and the watches' wake-ups
 	drain(wakeB)
 
 	require.NoError(t, st.AppendEvents(ctx, "t1", a.RunID, []execution.EventDraft{draft("a1", execution.EventRunStarted, "")}, nil))
@@ -91,6 +99,84 @@ func TestEventFeed(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return within 30 s of its context ending")
 	}
+}
+
+// TestAppendsNotifyOnlyWatchedRuns: since migration 00027 an append
+// notifies EventsChannel only when a feed watches its run (a notifying
+// commit holds PostgreSQL's cluster-wide notify lock through its WAL
+// flush, which serialised every append's commit); a run's watch is
+// committed before its subscribers are woken, after which its appends
+// notify; a lapsed lease stops them, and a run nobody subscribes to any
+// more is no longer watched.
+func TestAppendsNotifyOnlyWatchedRuns(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, st.Pool.Config().ConnConfig)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "LISTEN "+store.EventsChannel)
+	require.NoError(t, err)
+	next := func() string {
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		defer wcancel()
+		n, err := conn.WaitForNotification(wctx)
+		require.NoError(t, err)
+		return n.Payload
+	}
+
+	feed := st.NewEventFeed(nil)
+	done := make(chan error, 1)
+	go func() { done <- feed.Run(ctx) }()
+	quiet, streamed := createRun(t, st, "t1"), createRun(t, st, "t1")
+	wake, unsubscribe := feed.Subscribe(streamed.RunID)
+	waitWake(t, wake, "the watch's registration or the listener's connection")
+	deadline := time.Now().Add(30 * time.Second)
+	for !feed.Watching(streamed.RunID) {
+		require.False(t, time.Now().After(deadline), "the feed did not watch the run within 30 s")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.False(t, feed.Watching(quiet.RunID))
+
+	// Notifications arrive in commit order: the streamed run's being the
+	// next one means the quiet run's append (committed first) sent none.
+	require.NoError(t, st.AppendEvents(ctx, "t1", quiet.RunID, []execution.EventDraft{draft("q1", execution.EventRunStarted, "")}, nil))
+	require.NoError(t, st.AppendEvents(ctx, "t1", streamed.RunID, []execution.EventDraft{draft("s1", execution.EventRunStarted, "")}, nil))
+	require.Equal(t, streamed.RunID, next(), "the first notification")
+	waitWake(t, wake, "the streamed run's append")
+
+	// A lapsed lease (a crashed process) notifies no more: the quiet run's
+	// notification, under a watch of another holder, comes next.
+	_, err = st.Pool.Exec(ctx, `UPDATE run_event_watches SET expires_at = now() - interval '1 second'`)
+	require.NoError(t, err)
+	require.NoError(t, st.AppendEvents(ctx, "t1", streamed.RunID, []execution.EventDraft{draft("s2", execution.EventNodeStarted, "")}, nil))
+	_, err = st.Pool.Exec(ctx, `INSERT INTO run_event_watches (run_id, holder_id, expires_at) VALUES ($1, 'other', now() + interval '1 minute')`, quiet.RunID)
+	require.NoError(t, err)
+	require.NoError(t, st.AppendEvents(ctx, "t1", quiet.RunID, []execution.EventDraft{draft("q2", execution.EventNodeStarted, "")}, nil))
+	require.Equal(t, quiet.RunID, next(), "the notification after the lapsed lease")
+	_, err = st.Pool.Exec(ctx, `DELETE FROM run_event_watches WHERE holder_id = 'other'`)
+	require.NoError(t, err)
+
+	// The last subscriber leaving removes the watch.
+	unsubscribe()
+	deadline = time.Now().Add(30 * time.Second)
+	for feed.Watching(streamed.RunID) {
+		require.False(t, time.Now().After(deadline), "the watch was not removed within 30 s")
+		time.Sleep(10 * time.Millisecond)
+	}
+	var rows int
+	require.NoError(t, st.Pool.QueryRow(ctx, `SELECT count(*) FROM run_event_watches`).Scan(&rows))
+	require.Zero(t, rows)
+	require.NoError(t, st.AppendEvents(ctx, "t1", streamed.RunID, []execution.EventDraft{draft("s4", execution.EventNodeStarted, "")}, nil))
+	require.NoError(t, st.AppendEvents(ctx, "t1", quiet.RunID, []execution.EventDraft{draft("q3", execution.EventNodeStarted, "")}, nil))
+	wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer wcancel()
+	n, err := conn.WaitForNotification(wctx)
+	require.Error(t, err, "a notification for an unwatched run: %+v", n)
+
+	cancel()
+	require.NoError(t, <-done)
 }
 
 func TestRunProgress(t *testing.T) {
