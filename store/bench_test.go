@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
@@ -57,6 +59,48 @@ func BenchmarkAppendChainEvents(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkAppendChainRuns30 appends chain-shaped runs (eight appends of
+// four events, the move to running first, the terminal status last, each
+// append after the first carrying the previous one's last event again)
+// from 30 goroutines at once, as weftbench's throughput bursts run them;
+// one op is one run. It is where appends' commits meet: while every append
+// notified, they queued one by one on PostgreSQL's cluster-wide notify
+// lock, each with its own WAL flush (migration 00027).
+func BenchmarkAppendChainRuns30(b *testing.B) {
+	st := testinfra.NewStore(b)
+	ctx := context.Background()
+	drafts := store.ChainDrafts(14)
+	out := execution.Value{Inline: json.RawMessage(`{"n":1}`)}
+	b.SetParallelism(max(1, 30/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			run := uuid.NewString()
+			if _, _, err := st.CreateRun(ctx, store.Run{RunID: run, TenantID: "bench", WorkflowKey: "wf", Checksum: "c",
+				Mode: "live", Input: json.RawMessage(`{}`), InputHash: "h", WorkflowID: "weft-" + run}, "idem-"+run); err != nil {
+				b.Error(err)
+				return
+			}
+			for i := 0; i < len(drafts); i += 4 {
+				evs := drafts[i:min(i+4, len(drafts))]
+				var upd *execution.RunUpdate
+				if i == 0 {
+					upd = &execution.RunUpdate{Status: execution.StatusRunning, TemporalRunID: "tr-" + run}
+				} else {
+					evs = append([]execution.EventDraft{drafts[i-1]}, evs...)
+				}
+				if i+4 >= len(drafts) {
+					upd = &execution.RunUpdate{Status: execution.StatusSucceeded, Output: &out}
+				}
+				if err := st.AppendCarried(ctx, store.AppendRequest{TenantID: "bench", RunID: run, Events: evs, Update: upd}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}
+	})
 }
 
 // BenchmarkCommitBaseline is the floor under any durable write on this
