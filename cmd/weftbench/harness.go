@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,6 +88,18 @@ type Options struct {
 	// (one run of each workload per side) as JSON, the form `temporal
 	// workflow show -o json` prints: weft-<workload>.json, hand-<workload>.json.
 	HistoryDir string
+	// ThroughputTail, when positive, extends each throughput burst's CPU
+	// measurement this long past its last run's end (less the processes'
+	// idle use over as long, measured once before the bursts), so the
+	// timer tasks a burst's activities leave behind (heartbeat and
+	// start-to-close timeouts, fired by the dev server seconds after the
+	// activities completed) count for the side that caused them instead of
+	// for whichever burst runs when they fire.
+	ThroughputTail time.Duration
+	// DevServerMetrics, when set, reads the tuned dev server's Prometheus
+	// counters around each throughput burst and prints, per run, those on
+	// which the sides differ.
+	DevServerMetrics bool
 }
 
 // The dev servers a run starts, each from bin/temporal.
@@ -192,6 +205,15 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 	envs := map[string]*env{}
 	if err := os.MkdirAll(fileDir, 0o755); err != nil {
 		return nil, err
+	}
+	var metrics *devMetrics
+	if o.DevServerMetrics {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		servers[serverTuned] = append(servers[serverTuned], "--metrics-port", strconv.Itoa(port))
+		metrics = &devMetrics{url: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), client: &http.Client{Timeout: 10 * time.Second}}
 	}
 	for _, name := range []string{serverTuned, serverWeftDev, serverStock, serverEager, serverFile} {
 		e, err := newEnv(ctx, name, o.TemporalCLI, servers[name], st, logger, progress)
@@ -341,15 +363,53 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		}
 	}
 	results := make([][]burstResult, len(sides))
+	// The processes' use while nothing runs, subtracted from each tail:
+	// measured after waiting as long first, so the timers the warm-up
+	// bursts left have fired.
+	var idle CPUUse
+	if o.ThroughputTail > 0 {
+		if err := sleepCtx(ctx, o.ThroughputTail); err != nil {
+			return nil, err
+		}
+		if idle, err = tuned.cpu.measure(ctx, func() error { return sleepCtx(ctx, o.ThroughputTail) }); err != nil {
+			return nil, err
+		}
+		logf("throughput: each burst measured %s past its end; idle use over as long (ms): dev server %s, PostgreSQL %s, this process %s",
+			o.ThroughputTail, ms(idle.DevServer), ms(idle.Postgres), ms(idle.Self))
+	}
+	var diffs metricDiffs
 	if err := startProfile(sectionThroughput); err != nil {
 		return nil, err
 	}
 	for b := 0; b < o.Bursts; b++ {
 		for k := range sides {
 			i := (b + k) % len(sides)
+			var before map[string]float64
+			if metrics != nil {
+				if before, err = metrics.snapshot(ctx); err != nil {
+					return nil, err
+				}
+			}
 			res, err := burst(ctx, tuned.cpu, o.Concurrency, o.Concurrency, fmt.Sprintf("burst-%d-%d", b, i), sides[i].run)
 			if err != nil {
 				return nil, fmt.Errorf("%s burst: %w", sides[i].name, err)
+			}
+			if o.ThroughputTail > 0 {
+				tail, err := tuned.cpu.measure(ctx, func() error { return sleepCtx(ctx, o.ThroughputTail) })
+				if err != nil {
+					return nil, err
+				}
+				logf("throughput: %s burst %d: the tail's CPU per run (ms, idle use subtracted): dev server %s, PostgreSQL %s, this process %s",
+					sides[i].name, b+1, ms((tail.DevServer-idle.DevServer)/time.Duration(res.runs)),
+					ms((tail.Postgres-idle.Postgres)/time.Duration(res.runs)), ms((tail.Self-idle.Self)/time.Duration(res.runs)))
+				res.cpu = res.cpu.add(CPUUse{tail.DevServer - idle.DevServer, tail.Postgres - idle.Postgres, tail.Self - idle.Self})
+			}
+			if metrics != nil {
+				after, err := metrics.snapshot(ctx)
+				if err != nil {
+					return nil, err
+				}
+				diffs.add(sides[i].name, before, after, res.runs)
 			}
 			// Burst by burst, so a cost still paid once (after the warm-up)
 			// shows beside the steady state the later ones reach.
@@ -360,6 +420,9 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		}
 	}
 	stopProfile(sectionThroughput)
+	if metrics != nil {
+		diffs.write(progress, []string{sides[0].name, sides[1].name}, 0.5)
+	}
 	for i, s := range sides {
 		rep.Throughput = append(rep.Throughput, summarizeBursts(s.name, results[i]))
 	}

@@ -26,6 +26,11 @@
 //     run (user + system, from /proc) of the dev server, the bench
 //     database's PostgreSQL backends and this process: where each side's
 //     runs cost, independent of how loaded the machine is;
+//   - with -throughput-tail D, each throughput burst's CPU measured D past
+//     its end, so the timer tasks its activities leave (fired seconds
+//     later by the dev server) count for that burst's side; with
+//     -devserver-metrics, the tuned dev server's requests, tasks and
+//     persistence operations per throughput run and side (its counters);
 //   - with -spans N, where each workload's runs spend their time: N more
 //     runs per side, their wall time split by their histories' events.
 //
@@ -34,6 +39,7 @@
 //
 //	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-spans 12] [-enqueue-rounds 5] [-db-pool-max-conns 0]
 //		[-cpuprofile cpu.out [-cpuprofile-section latency|throughput|enqueue|capacity]] [-memprofile mem.out] [-history-dir DIR]
+//		[-throughput-tail 11s] [-devserver-metrics]
 package main
 
 import (
@@ -65,6 +71,8 @@ func main() {
 	flag.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile of this process at the end, after a GC (alloc_space: every byte allocated since the start)")
 	flag.StringVar(&opts.HistoryDir, "history-dir", "", "write the history section's histories (one run of each workload per side) as JSON into this directory")
 	flag.IntVar(&opts.Spans, "spans", 0, "after the latency rounds, this many runs of each workload per side split by their histories' events")
+	flag.DurationVar(&opts.ThroughputTail, "throughput-tail", 0, "measure each throughput burst's CPU this long past its end (e.g. 11s: the timers its activities leave fire within it), idle use subtracted")
+	flag.BoolVar(&opts.DevServerMetrics, "devserver-metrics", false, "count the tuned dev server's requests, tasks and persistence operations per throughput run and side (its Prometheus endpoint)")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")
 	flag.StringVar(&opts.AdminURL, "admin-url", testinfra.AdminURL(), "PostgreSQL URL the benchmark database is created from (WEFT_TEST_DATABASE_URL)")
 	flag.Parse()
