@@ -62,3 +62,6 @@ const appendEventsSQL00023 = `SELECT run_found, run_status, appended, was_termin
 
 // AppendEventsSQL is the statement every append prepares on its connection.
 const AppendEventsSQL = appendEventsSQL
+
+// PurgeLapsedWatches is purgeLapsedWatches for package store_test.
+func PurgeLapsedWatches(ctx context.Context, s *Store) error { return s.purgeLapsedWatches(ctx) }

@@ -146,8 +146,27 @@ func (f *EventFeed) maintainWatches(ctx context.Context) {
 			return
 		case <-f.kick:
 		case <-renew.C:
+			if err := f.store.purgeLapsedWatches(ctx); err != nil && ctx.Err() == nil {
+				f.logger.Warn("event feed: removing lapsed watches failed", "err", err)
+			}
 		}
 	}
+}
+
+// lapsedWatchAge is how long past its lease a watch row stays: a live
+// feed renews its rows every watchLease/3, so a row this old belongs to a
+// process that is gone (crashed before removing its rows) and only takes
+// room, since every process starts with a holder id of its own.
+const lapsedWatchAge = time.Hour
+
+// purgeLapsedWatches deletes the watch rows whose lease ended more than
+// lapsedWatchAge ago, whoever held them. It runs on its own, outside any
+// feed's sync, and touches no row a live feed renews, so it never waits
+// on one.
+func (s *Store) purgeLapsedWatches(ctx context.Context) error {
+	_, err := s.Pool.Exec(ctx, `DELETE FROM run_event_watches WHERE expires_at < now() - $1::bigint * interval '1 millisecond'`,
+		lapsedWatchAge.Milliseconds())
+	return err
 }
 
 // syncWatches registers the subscribed runs not yet watched, renews the

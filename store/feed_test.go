@@ -179,6 +179,28 @@ func TestAppendsNotifyOnlyWatchedRuns(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// Watch rows of a process that is gone (its lease ended long ago) are
+// removed; a live feed's rows, and one whose lease only just ended (its
+// holder may renew it), stay.
+func TestLapsedWatchesArePurged(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	ctx := context.Background()
+	run := createRun(t, st, "t1")
+	for holder, expires := range map[string]string{"live": "now() + interval '1 minute'",
+		"just-lapsed": "now() - interval '1 minute'", "gone": "now() - interval '2 hours'"} {
+		_, err := st.Pool.Exec(ctx, `INSERT INTO run_event_watches (run_id, holder_id, expires_at) VALUES ($1, $2, `+expires+`)`,
+			run.RunID, holder)
+		require.NoError(t, err)
+	}
+	require.NoError(t, store.PurgeLapsedWatches(ctx, st))
+	rows, err := st.Pool.Query(ctx, `SELECT holder_id FROM run_event_watches ORDER BY holder_id`)
+	require.NoError(t, err)
+	holders, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"just-lapsed", "live"}, holders)
+}
+
 func TestRunProgress(t *testing.T) {
 	t.Parallel()
 	st := testinfra.NewStore(t)
