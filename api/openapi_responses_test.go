@@ -355,7 +355,10 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	// Runs.
 	enqueue := map[string]any{"input": map[string]any{"title": "hello"}, "idempotencyKey": "k1"}
 	acc := c.expect(202, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok, body: enqueue}).json(t)
-	c.expect(200, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok, body: enqueue})
+	accTemporal := acc["temporal"].(map[string]any)
+	require.NotEmpty(t, accTemporal["runId"], "the started execution's run id")
+	again := c.expect(200, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok, body: enqueue}).json(t)
+	require.Equal(t, accTemporal, again["temporal"], "a repeated key names the execution it started")
 	c.expect(409, call{method: "POST", path: "/v1/workflows/notes/runs", token: tok,
 		body: map[string]any{"input": map[string]any{"title": "other"}, "idempotencyKey": "k1"}})
 	c.expect(422, call{method: "POST", path: "/v1/workflows/broken/runs", token: tok, body: map[string]any{"input": 1, "idempotencyKey": "b"}})
@@ -371,6 +374,8 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		body: map[string]any{"input": map[string]any{"title": "x"}, "idempotencyKey": "e"}})
 	runID := acc["runId"].(string)
 	run := c.waitRun(runID, "succeeded")
+	require.Equal(t, accTemporal["workflowId"], run["temporal"].(map[string]any)["workflowId"])
+	require.Equal(t, accTemporal["runId"], run["temporal"].(map[string]any)["runId"], "the execution the enqueue named is the one that ran")
 	require.Len(t, run["nodes"], 5)
 	// Replays (issue 21): the published draft replayed against the run.
 	replayed := c.expect(202, call{method: "POST", path: "/v1/workflows/notes/replays", token: tok,

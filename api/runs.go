@@ -76,6 +76,10 @@ type acceptedBody struct {
 	Position int    `json:"position,omitempty"`
 	Revision int    `json:"revision"`
 	Checksum string `json:"checksum"`
+	// Temporal names the run's workflow, and the execution this request
+	// started or found running, so a client can wait on it or an operator
+	// open it without another request.
+	Temporal temporalRef `json:"temporal"`
 }
 
 // enqueueRun runs a workflow: 202 for a new run, 200 when the idempotency
@@ -113,7 +117,8 @@ func (s *Server) enqueueRun(c echo.Context) error {
 		status = http.StatusOK
 	}
 	return c.JSON(status, acceptedBody{RunID: acc.RunID, Status: acc.Status, Position: acc.Position, Revision: acc.Revision,
-		Checksum: acc.Checksum})
+		Checksum: acc.Checksum, Temporal: temporalRef{WorkflowID: acc.WorkflowID, RunID: acc.TemporalRunID,
+			UIURL: s.deps.Starter.WorkflowURL(acc.WorkflowID)}})
 }
 
 // runBody is a run as the API shows it (SPEC §10).

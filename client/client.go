@@ -438,6 +438,13 @@ type Accepted struct {
 	Position int    `json:"position,omitempty"`
 	Revision int    `json:"revision"`
 	Checksum string `json:"checksum"`
+	// Temporal names the run's workflow and the execution the enqueue
+	// started or found (RunID empty while the run is throttled).
+	Temporal struct {
+		WorkflowID string `json:"workflowId"`
+		RunID      string `json:"runId"`
+		UIURL      string `json:"uiUrl"`
+	} `json:"temporal"`
 	// Created is false when the idempotency key had already started this run.
 	Created bool `json:"-"`
 }

@@ -58,7 +58,7 @@ func (s *Starter) startAdmitted(ctx context.Context, runs []store.Run) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dispatchStartTimeout)
 	defer cancel()
 	for _, r := range runs {
-		if err := s.start(ctx, r); err != nil {
+		if _, err := s.start(ctx, r); err != nil {
 			s.log.Warn("start of an admitted run failed; the sweeper will retry", "run", r.RunID, "workflowId", r.WorkflowID, "err", err)
 			continue
 		}

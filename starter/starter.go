@@ -197,6 +197,15 @@ type Accepted struct {
 	// Created is false when the idempotency key had already started this
 	// run (the API answers 200 instead of 202).
 	Created bool
+	// WorkflowID is the run's Temporal workflow id.
+	WorkflowID string
+	// TemporalRunID is the run id of the workflow execution this call
+	// started, or found started (a repeated key; for a run that has
+	// finished, the one its row recorded): what `temporal workflow show -w
+	// WorkflowID -r TemporalRunID` and a client waiting on the execution
+	// need. Empty while nothing is started (throttled) or when the start
+	// failed and is left to the sweeper.
+	TemporalRunID string
 }
 
 // Enqueue validates req, binds its idempotency key to a new queued run (or
@@ -411,6 +420,7 @@ func (s *Starter) repeat(ctx context.Context, bound store.Run, hash string, mode
 // still throttled is never started here: a repeat asks the dispatcher
 // instead, which starts it only if a slot is free for it now.
 func (s *Starter) issue(ctx context.Context, bound store.Run, tc Trusted, created bool) Accepted {
+	var temporalRunID string
 	switch {
 	case bound.Status == execution.StatusThrottled && !created:
 		if _, err := s.Dispatch(ctx, bound.TenantID); err != nil {
@@ -422,7 +432,8 @@ func (s *Starter) issue(ctx context.Context, bound store.Run, tc Trusted, create
 	case bound.Status == execution.StatusThrottled, execution.Terminal(bound.Status):
 		// Waiting for the dispatcher, or finished: nothing to start.
 	default:
-		if err := s.start(ctx, bound); err != nil {
+		var err error
+		if temporalRunID, err = s.start(ctx, bound); err != nil {
 			s.log.Warn("start failed; the sweeper will retry", "run", bound.RunID, "workflowId", bound.WorkflowID, "err", err)
 		}
 	}
@@ -431,8 +442,11 @@ func (s *Starter) issue(ctx context.Context, bound store.Run, tc Trusted, create
 			"workflowKey", bound.WorkflowKey, "revision", bound.Revision, "mode", bound.Mode, "origin", tc.Origin.Kind,
 			"actor", tc.Actor.Sub, "created", created, "status", bound.Status, "position", bound.Position)
 	}
+	if temporalRunID == "" {
+		temporalRunID = bound.TemporalRunID // finished, or started and recorded before
+	}
 	return Accepted{RunID: bound.RunID, Status: bound.Status, Position: bound.Position, Revision: bound.Revision,
-		Checksum: bound.Checksum, Created: created}
+		Checksum: bound.Checksum, Created: created, WorkflowID: bound.WorkflowID, TemporalRunID: temporalRunID}
 }
 
 // checkTrusted catches wiring mistakes: a trusted context without tenant,
@@ -538,15 +552,16 @@ func sameRequest(bound store.Run, hash string, mode execution.Mode, req Request)
 // idempotency story on the Temporal side: USE_EXISTING returns the running
 // workflow, REJECT_DUPLICATE refuses to run a closed one again. Everything
 // in the parameters comes from the row (the tenant name included), so
-// every start of a run, the sweeper's too, passes the same ones.
-func (s *Starter) start(ctx context.Context, run store.Run) error {
+// every start of a run, the sweeper's too, passes the same ones. It
+// returns the run id of the execution started or found running.
+func (s *Starter) start(ctx context.Context, run store.Run) (string, error) {
 	if run.Status == execution.StatusThrottled {
 		// Only the dispatcher admits a run; a throttled row never starts.
-		return fmt.Errorf("run %s is throttled: it starts when the dispatcher admits it", run.RunID)
+		return "", fmt.Errorf("run %s is throttled: it starts when the dispatcher admits it", run.RunID)
 	}
 	input, err := s.inputValue(ctx, run)
 	if err != nil {
-		return err
+		return "", err
 	}
 	durable := s.durable
 	params := execution.RunParams{
@@ -584,8 +599,11 @@ func (s *Starter) start(ctx context.Context, run store.Run) error {
 	// append (RunUpdate.TemporalRunID), not from a write here. The SDK's
 	// payload visitor needs ~24 KiB of stack: taken in one growth (stack.go).
 	growStack()
-	_, err = s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)
-	return err
+	wr, err := s.temporal.ExecuteWorkflow(ctx, opts, execution.WorkflowName, params)
+	if err != nil {
+		return "", err
+	}
+	return wr.GetRunID(), nil
 }
 
 // inputValue is the run input as the workflow receives it: inline, or a
@@ -645,7 +663,7 @@ func (s *Starter) Sweep(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("starter: list queued runs: %w", errors.Join(append(errs, err)...))
 	}
 	for _, r := range runs {
-		if err := s.start(ctx, r); err != nil {
+		if _, err := s.start(ctx, r); err != nil {
 			errs = append(errs, fmt.Errorf("run %s: %w", r.RunID, err))
 			continue
 		}
@@ -727,7 +745,7 @@ func (s *Starter) Cancel(ctx context.Context, tenantID, runID string, by executi
 		// holds its slot) so the cancellation goes through the interpreter
 		// like any other (it sees the request before running a node and
 		// records the cancelled outcome in the event log).
-		if err := s.start(ctx, run); err != nil {
+		if _, err := s.start(ctx, run); err != nil {
 			return failure.Wrap(err, failure.CodeUnavailable, "run %s could not be reached to cancel it", run.RunID)
 		}
 		err = s.cancel(ctx, run.WorkflowID, reason)

@@ -704,14 +704,22 @@ func (e *env) weftRun(ctx context.Context, h http.Handler, w workload, idem stri
 		return 0, fmt.Errorf("enqueue: %d %s", code, body)
 	}
 	var acc struct {
-		RunID string `json:"runId"`
+		RunID    string `json:"runId"`
+		Temporal struct {
+			WorkflowID string `json:"workflowId"`
+			RunID      string `json:"runId"`
+		} `json:"temporal"`
 	}
 	if err := json.Unmarshal(body, &acc); err != nil {
 		return 0, err
 	}
+	if acc.Temporal.WorkflowID != e.workflowID(w, idem) || acc.Temporal.RunID == "" {
+		return 0, fmt.Errorf("enqueue: the answer names no started execution: %s", body)
+	}
 	// The interpreter stores the run's final status before its workflow
-	// completes, so the workflow's end is the run's end.
-	if err := e.awaitClose(ctx, e.workflowID(w, idem)); err != nil {
+	// completes, so the workflow's end is the run's end. Waited for as the
+	// hand-written side waits: on the execution its start named.
+	if err := e.tc.GetWorkflow(ctx, acc.Temporal.WorkflowID, acc.Temporal.RunID).Get(ctx, nil); err != nil {
 		return 0, fmt.Errorf("run %s: %w", acc.RunID, err)
 	}
 	d := time.Since(start)
@@ -723,29 +731,6 @@ func (e *env) weftRun(ctx context.Context, h http.Handler, w workload, idem stri
 		return 0, fmt.Errorf("run %s ended %s with output %s", acc.RunID, run.Status, run.Output)
 	}
 	return d, nil
-}
-
-// awaitClose long-polls a workflow's close event, as the hand-written
-// side's WorkflowRun.Get does with the run id its start returned. The API
-// answers with weft's run id, not Temporal's, and GetWorkflow(id, "").Get
-// would first ask the dev server for the current run id
-// (DescribeWorkflowExecution): a request per run the hand-written side
-// does not make, counted as weft's dev-server CPU. A chain10 run does not
-// continue as new, so its first close event is its end; the run row is
-// what weftRun checks.
-func (e *env) awaitClose(ctx context.Context, workflowID string) error {
-	it := e.tc.GetWorkflowHistory(ctx, workflowID, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
-	if !it.HasNext() {
-		return fmt.Errorf("workflow %s: no close event", workflowID)
-	}
-	ev, err := it.Next()
-	if err != nil {
-		return err
-	}
-	if t := ev.GetEventType(); t != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED {
-		return fmt.Errorf("workflow %s closed with %s", workflowID, t)
-	}
-	return nil
 }
 
 // handRun starts w's hand-written workflow and waits for its result.
