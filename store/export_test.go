@@ -65,3 +65,11 @@ const AppendEventsSQL = appendEventsSQL
 
 // PurgeLapsedWatches is purgeLapsedWatches for package store_test.
 func PurgeLapsedWatches(ctx context.Context, s *Store) error { return s.purgeLapsedWatches(ctx) }
+
+// Watching reports whether runID's watch is committed, i.e. whether every
+// append to the run from now on notifies this feed.
+func (f *EventFeed) Watching(runID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.watched[runID]
+}

@@ -88,14 +88,6 @@ func (f *EventFeed) Subscribe(runID string) (wake <-chan struct{}, cancel func()
 	}
 }
 
-// Watching reports whether runID's watch is committed, i.e. whether every
-// append to the run from now on notifies this feed.
-func (f *EventFeed) Watching(runID string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.watched[runID]
-}
-
 // Connected reports whether the listener is connected and listening.
 func (f *EventFeed) Connected() bool {
 	f.mu.Lock()

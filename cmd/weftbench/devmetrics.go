@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"sort"
@@ -22,17 +21,6 @@ import (
 type devMetrics struct {
 	url    string
 	client *http.Client
-}
-
-// freePort returns a loopback TCP port nothing listens on now (the dev
-// server binds it a moment later; a collision fails its start loudly).
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // metricLabels are the labels a counter keeps; the rest (instance, host,

@@ -41,6 +41,7 @@ import (
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/devserver"
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
@@ -208,7 +209,7 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 	}
 	var metrics *devMetrics
 	if o.DevServerMetrics {
-		port, err := freePort()
+		port, err := testinfra.FreePortE() // outside the ephemeral range the dev servers bind their own ports in
 		if err != nil {
 			return nil, err
 		}
