@@ -110,3 +110,47 @@ func TestRunsClosedOutsideWeftAreReconciled(t *testing.T) {
 	require.Zero(t, res.Checked)
 	require.Empty(t, res.Settled)
 }
+
+// TestRecentPassAsksTemporalOnlyAboutClosedRuns: a recent pass finds a run
+// terminated outside weft through Temporal's visibility and settles it,
+// while a run still running costs it no Temporal request, and a close
+// before its window is not its business (the full pass's).
+func TestRecentPassAsksTemporalOnlyAboutClosedRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startWorker()
+	e.publish("nap", cancelGraph)
+	terminated, running := e.run("nap", map[string]any{}), e.run("nap", map[string]any{})
+	e.waitForEvent(terminated, "node.started nap", 20*time.Second)
+	e.waitForEvent(running, "node.started nap", 20*time.Second)
+	since := time.Now().Add(-time.Minute)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, e.tc.TerminateWorkflow(ctx, e.getRun(terminated).Temporal.WorkflowID, "", "drill: terminated by an operator"))
+
+	r, err := reconciler.New(reconciler.Deps{Store: e.st, Temporal: e.tc, Logger: e.log})
+	require.NoError(t, err)
+	later, err := r.ReconcileRecent(ctx, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, later.Checked, "a close before the window is left to the full pass")
+
+	// Visibility lists a close a moment after it happens.
+	var res reconciler.Result
+	require.Eventually(t, func() bool {
+		res, err = r.ReconcileRecent(ctx, since)
+		require.NoError(t, err)
+		return len(res.Settled) == 1
+	}, 30*time.Second, 200*time.Millisecond, "the terminated run was never settled by a recent pass")
+	require.Equal(t, 1, res.Checked, "only the closed run's workflow is described, not the running one's")
+	require.Equal(t, terminated, res.Settled[0])
+	v := e.wait(terminated, 10*time.Second)
+	require.Equal(t, execution.StatusFailed, v.Status)
+	require.Equal(t, reconciler.ReasonClosedOutsideWeft, v.Error.Code)
+	e.checkChain(terminated)
+
+	again, err := r.ReconcileRecent(ctx, since)
+	require.NoError(t, err)
+	require.Zero(t, again.Checked, "a settled run is not asked about again")
+	require.Equal(t, execution.StatusRunning, e.getRun(running).Status)
+}

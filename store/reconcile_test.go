@@ -72,6 +72,33 @@ func TestActiveRunsAndSettleRun(t *testing.T) {
 	require.ErrorIs(t, err, failure.ErrNotFound, "another tenant's run: %v", err)
 }
 
+// TestActiveRunsOfWorkflows: of the workflow ids asked about, the ones
+// whose runs are still queued or running, of any tenant; settled runs and
+// ids of no run are left out.
+func TestActiveRunsOfWorkflows(t *testing.T) {
+	t.Parallel()
+	st := testinfra.NewStore(t)
+	ctx := context.Background()
+	a, b, c, other := createRun(t, st, "t1"), createRun(t, st, "t2"), createRun(t, st, "t1"), createRun(t, st, "t1")
+	require.NoError(t, st.AppendEvents(ctx, "t1", c.RunID, []execution.EventDraft{
+		{Key: c.RunID + "/-/0/run.succeeded/1", Type: execution.EventRunSucceeded, At: time.Now()},
+	}, &execution.RunUpdate{Status: execution.StatusSucceeded}))
+
+	got, err := st.ActiveRunsOfWorkflows(ctx, []string{c.WorkflowID, b.WorkflowID, "weft-no-such-workflow", a.WorkflowID})
+	require.NoError(t, err)
+	ids := map[string]string{}
+	for _, r := range got {
+		ids[r.RunID] = r.TenantID
+		require.NotEmpty(t, r.WorkflowID)
+		require.Contains(t, []string{"queued", "running"}, r.Status)
+	}
+	require.Equal(t, map[string]string{a.RunID: "t1", b.RunID: "t2"}, ids, "%s is settled, %s was not asked about", c.RunID, other.RunID)
+
+	none, err := st.ActiveRunsOfWorkflows(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
 func TestRunFixtures(t *testing.T) {
 	t.Parallel()
 	st := testinfra.NewStore(t)
