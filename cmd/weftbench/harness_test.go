@@ -44,6 +44,10 @@ func TestHarnessRuns(t *testing.T) {
 		assert.Len(t, e.RunsPerSecond, 2, "%s: one rate per enqueue round", e.Name)
 	}
 	require.Len(t, rep.Capacity, 2, "report = %+v", rep)
+	for _, c := range rep.Capacity {
+		require.Len(t, c.Walls, 2, "%s: two capacity bursts per side", c.Name)
+		require.Positive(t, c.AttemptsPerSecond, c.Name)
+	}
 	require.Len(t, rep.History, len(workloads()), "report = %+v", rep)
 	for _, h := range rep.History {
 		assert.False(t, h.Weft.Activities != h.Activities || h.Hand.Activities < 1 || h.Weft.Events <= 0, "history of %s: %+v", h.Workload, h)

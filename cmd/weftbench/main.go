@@ -21,7 +21,9 @@
 //   - throughput: N chain10 runs enqueued at once, with the bytes this
 //     process allocates per run;
 //   - enqueue throughput: starts through the API against raw SDK starts;
-//   - worker capacity: node attempts per second with many runs at once;
+//   - worker capacity: node attempts per second with many runs at once
+//     (two bursts per side in the order weft, hand-written, hand-written,
+//     weft, after -capacity-settle for earlier sections' timers to fire);
 //   - with the throughput, enqueue and capacity figures, the CPU time per
 //     run (user + system, from /proc) of the dev server, the bench
 //     database's PostgreSQL backends and this process: where each side's
@@ -39,7 +41,7 @@
 //
 //	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-spans 12] [-enqueue-rounds 5] [-db-pool-max-conns 0]
 //		[-cpuprofile cpu.out [-cpuprofile-section latency|throughput|enqueue|capacity]] [-memprofile mem.out] [-history-dir DIR]
-//		[-throughput-tail 11s] [-devserver-metrics]
+//		[-throughput-tail 11s] [-devserver-metrics] [-capacity-settle 11s]
 package main
 
 import (
@@ -49,6 +51,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/weftworks/weft/internal/testinfra"
 )
@@ -71,6 +74,7 @@ func main() {
 	flag.StringVar(&opts.MemProfile, "memprofile", "", "write a heap profile of this process at the end, after a GC (alloc_space: every byte allocated since the start)")
 	flag.StringVar(&opts.HistoryDir, "history-dir", "", "write the history section's histories (one run of each workload per side) as JSON into this directory")
 	flag.IntVar(&opts.Spans, "spans", 0, "after the latency rounds, this many runs of each workload per side split by their histories' events")
+	flag.DurationVar(&opts.CapacitySettle, "capacity-settle", 11*time.Second, "wait this long before the capacity measurement, so the timers earlier sections' activities left fire before it")
 	flag.DurationVar(&opts.ThroughputTail, "throughput-tail", 0, "measure each throughput burst's CPU this long past its end (e.g. 11s: the timers its activities leave fire within it), idle use subtracted")
 	flag.BoolVar(&opts.DevServerMetrics, "devserver-metrics", false, "count the tuned dev server's requests, tasks and persistence operations per throughput run and side (its Prometheus endpoint)")
 	flag.StringVar(&opts.TemporalCLI, "temporal", "bin/temporal", "the temporal CLI (dev server)")
