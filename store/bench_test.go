@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weftworks/weft/config"
 	"github.com/weftworks/weft/execution"
@@ -240,6 +244,120 @@ func benchEnqueue20(b *testing.B, st *store.Store) {
 			}
 		}
 	})
+}
+
+// BenchmarkEnqueueRunChecked20 is the API's enqueue as the starter makes it
+// from its reads cache (EnqueueRunExpecting: weft_enqueue_run_checked, a
+// published revision, the actor's revocations and the default budget
+// checked in the same statement) from 20 goroutines at once through a pool
+// of 20 connections (WEFT_DB_POOL_MAX_CONNS' default). Besides ns/op it
+// reports pg-cpu-us/op: the CPU time the database's backends spent per
+// enqueue, from their /proc/<pid>/schedstat (PostgreSQL on this machine;
+// not reported when unreadable).
+func BenchmarkEnqueueRunChecked20(b *testing.B) {
+	base := testinfra.NewStore(b)
+	ctx := context.Background()
+	st, err := store.OpenWith(ctx, base.Pool.Config().ConnString(), store.Options{MaxConns: config.DefaultDBPoolMaxConns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(st.Close)
+	c, p, raw := compileExample(b, "")
+	if _, err := st.CreateWorkflow(ctx, "bench", "wf", raw, "alice"); err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := st.Publish(ctx, "bench", "wf", 1, c, p, "pub"); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Revoke(ctx, "bench", "alice", "crm.write"); err != nil {
+		b.Fatal(err)
+	}
+	exp := store.EnqueueExpect{RevokedOf: "alice", Revoked: []string{"crm.write"}}
+	backends := warmBackends(b, st, config.DefaultDBPoolMaxConns)
+	procs := runtime.GOMAXPROCS(0)
+	b.SetParallelism((20 + procs - 1) / procs)
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	before, readable := backendCPU(backends)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			idem := fmt.Sprint("k", n.Add(1))
+			r := newRunValue("bench", "wf", idem)
+			r.Checksum = c.Checksum
+			r.Actor.Sub = "alice"
+			e, err := st.EnqueueRunExpecting(ctx, r, idem, &exp)
+			if err != nil || !e.Created || e.Run.Status != execution.StatusQueued {
+				b.Errorf("enqueue: %v %v %s", err, e.Created, e.Run.Status)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	after, _ := backendCPU(backends)
+	if now := backendPIDs(b, st); len(now) != len(backends) {
+		b.Logf("backends: %d before, %d after: the CPU figure misses some", len(backends), len(now))
+	}
+	if readable {
+		b.ReportMetric(float64(after-before)/1e3/float64(b.N), "pg-cpu-us/op")
+	}
+}
+
+// warmBackends opens conns connections in st's pool at once (so the
+// measured loop opens none) and returns the pids of the database's
+// backends.
+func warmBackends(b *testing.B, st *store.Store, conns int) []string {
+	b.Helper()
+	ctx := context.Background()
+	held := make([]*pgxpool.Conn, 0, conns)
+	for range conns {
+		c, err := st.Pool.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	for _, c := range held {
+		c.Release()
+	}
+	return backendPIDs(b, st)
+}
+
+// backendPIDs are the client backends connected to st's database.
+func backendPIDs(b *testing.B, st *store.Store) []string {
+	b.Helper()
+	rows, err := st.Pool.Query(context.Background(), `SELECT pid::text FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_type = 'client backend' ORDER BY pid`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pids
+}
+
+// backendCPU sums the time on CPU (ns, the first field of
+// /proc/<pid>/schedstat) of pids; false when one cannot be read.
+func backendCPU(pids []string) (int64, bool) {
+	var sum int64
+	for _, pid := range pids {
+		raw, err := os.ReadFile("/proc/" + pid + "/schedstat")
+		if err != nil {
+			return 0, false
+		}
+		f := strings.Fields(string(raw))
+		if len(f) == 0 {
+			return 0, false
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		sum += ns
+	}
+	return sum, true
 }
 
 // BenchmarkPutNodeResult20KiB is what recording one live node result the

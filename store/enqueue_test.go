@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -400,4 +401,195 @@ func countRuns(t *testing.T, st *store.Store) int {
 	var n int
 	require.NoError(t, st.Pool.QueryRow(context.Background(), `SELECT count(*) FROM runs`).Scan(&n))
 	return n
+}
+
+// EnqueueRunExpecting (weft_enqueue_run_checked) answers the row GetRun
+// reads in every outcome: a new run, the same request again, another
+// request with a bound key (the bound run as stored, which the starter
+// tells from a repeat by its input hash and mode: IDEMPOTENCY_CONFLICT),
+// capped runs admitted and waiting with their places, a waiting run's key
+// again, a simulation; what it was decided with changed (a new key or a
+// bound one), it answers ErrEnqueueReadsChanged and writes nothing; a key
+// whose run retention deleted is RUN_DELETED. A cap committed while the
+// enqueue waited for the tenant's admission lock holds it too, and the
+// function's own answer on the capped path (p_exclusive, before the
+// admission pass) is the stored row as well.
+func TestEnqueueRunExpectingAnswersTheStoredRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newLimitsWorld(t)
+	c, p, raw := compileExample(t, "")
+	for _, k := range []string{"wf", "capped", "late", "direct"} {
+		_, err := w.st.CreateWorkflow(ctx, w.tenant, k, raw, "ada")
+		require.NoError(t, err)
+		_, _, err = w.st.Publish(ctx, w.tenant, k, 1, c, p, "pub")
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.st.Revoke(ctx, w.tenant, "ada", "crm.write"))
+	w.setWorkflow("capped", ptr(1), nil)
+	holds := store.EnqueueExpect{RevokedOf: "ada", Revoked: []string{"crm.write"}}
+	runOf := func(key, idem string) store.Run {
+		r := newRunValue(w.tenant, key, idem)
+		r.Checksum = c.Checksum
+		return r
+	}
+	full := runOf("wf", "full")
+	full.DraftRevision = ptr(3)
+	full.Fixtures = json.RawMessage(`{"a":{"out":1}}`)
+	full.Usage = json.RawMessage(`{"tokens":0}`)
+	full.TenantName = "Acme"
+	full.ToolGrants = []string{}
+	full.ToolPolicy = []string{"core.echo@1"}
+	full.RequestedBudget = &store.Budget{MaxTokens: ptr(int64(100))}
+	full.Budget = store.Budget{MaxTokens: ptr(int64(100)), MaxCostUSD: ptr(1.5)}
+	full.Actor = execution.Actor{Kind: "service", Sub: "schedule:s", ConfiguredBy: "ada"}
+	full.Origin = execution.Origin{Kind: "schedule", ID: "s"}
+	conflicting := runOf("wf", "full")
+	conflicting.Input, conflicting.InputHash = json.RawMessage(`{"id":"b"}`), "h2"
+	sim := runOf("capped", "sim")
+	sim.Mode = string(execution.ModeSimulation)
+	for _, k := range []struct {
+		name, idem, status string
+		run                store.Run
+		created            bool
+		position           int
+	}{
+		{"live, every field", "full", execution.StatusQueued, full, true, 0},
+		{"the same request again", "full", execution.StatusQueued, runOf("wf", "full"), false, 0},
+		{"another request with the key", "full", execution.StatusQueued, conflicting, false, 0},
+		{"capped, admitted", "c1", execution.StatusQueued, runOf("capped", "c1"), true, 0},
+		{"capped, waiting", "c2", execution.StatusThrottled, runOf("capped", "c2"), true, 1},
+		{"capped, waiting second", "c3", execution.StatusThrottled, runOf("capped", "c3"), true, 2},
+		{"a waiting run's key again", "c3", execution.StatusThrottled, runOf("capped", "c3"), false, 2},
+		{"a simulation", "sim", execution.StatusQueued, sim, true, 0},
+	} {
+		exp := holds
+		if k.run.Mode == string(execution.ModeSimulation) {
+			exp = store.EnqueueExpect{}
+		}
+		e, err := w.st.EnqueueRunExpecting(ctx, k.run, k.idem, &exp)
+		require.NoError(t, err, k.name)
+		require.Equal(t, k.created, e.Created, k.name)
+		require.Equal(t, k.status, e.Run.Status, k.name)
+		require.Equal(t, k.position, e.Run.Position, k.name)
+		require.Equal(t, w.run(e.Run.RunID), e.Run, k.name)
+		if k.created {
+			require.Equal(t, k.run.RunID, e.Run.RunID, k.name)
+		}
+	}
+	stored := w.run(mustBound(t, w, "wf", "full"))
+	require.Equal(t, full.RunID, stored.RunID)
+	require.Equal(t, "h1", stored.InputHash, "the bound run as stored, not the request")
+
+	// What the enqueue was decided with changed: nothing written, a bound
+	// key not answered.
+	runs := countRuns(t, w.st)
+	stale := store.EnqueueExpect{RevokedOf: "ada", Revoked: []string{}}
+	for _, k := range []struct{ name, key, idem string }{{"a new key", "wf", "stale"}, {"a bound key", "wf", "full"},
+		{"a new key, capped", "capped", "stale"}} {
+		_, err := w.st.EnqueueRunExpecting(ctx, runOf(k.key, k.idem), k.idem, &stale)
+		require.ErrorIs(t, err, store.ErrEnqueueReadsChanged, k.name)
+	}
+	_, ok, err := w.st.BoundRun(ctx, w.tenant, "wf", "stale")
+	require.NoError(t, err)
+	require.False(t, ok, "no binding written")
+	require.Equal(t, runs, countRuns(t, w.st), "no run written")
+
+	// A key whose run retention deleted.
+	gone := runOf("wf", "gone")
+	_, err = w.st.EnqueueRunExpecting(ctx, gone, "gone", &holds)
+	require.NoError(t, err)
+	_, err = w.st.Pool.Exec(ctx, `DELETE FROM runs WHERE run_id = $1`, gone.RunID)
+	require.NoError(t, err)
+	_, err = w.st.Pool.Exec(ctx, `UPDATE idempotency_bindings SET run_deleted_at = now() WHERE run_id = $1`, gone.RunID)
+	require.NoError(t, err)
+	_, err = w.st.EnqueueRunExpecting(ctx, runOf("wf", "gone"), "gone", &holds)
+	require.Equal(t, store.CodeRunDeleted, failure.CodeOf(err), "%v", err)
+
+	// The function's answer on the capped path, before the admission
+	// pass: the run inserted throttled, last in its workflow's queue.
+	for i, want := range []int{1, 2} {
+		tx, err := w.st.Pool.Begin(ctx)
+		require.NoError(t, err)
+		r := runOf("direct", fmt.Sprint("d", i))
+		e, err := store.EnqueueCheckedCall(ctx, tx, r, fmt.Sprint("d", i), &holds, true)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		require.True(t, e.Created)
+		require.Equal(t, execution.StatusThrottled, e.Run.Status)
+		require.Equal(t, want, e.Run.Position)
+		require.Equal(t, w.run(r.RunID), e.Run)
+	}
+	tx, err := w.st.Pool.Begin(ctx)
+	require.NoError(t, err)
+	e, err := store.EnqueueCheckedCall(ctx, tx, runOf("direct", "d1"), "d1", &holds, true)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	require.False(t, e.Created)
+	require.Equal(t, w.run(e.Run.RunID), e.Run, "a bound key on the capped path")
+	// Without p_exclusive a live run that limits apply to is refused
+	// (WF001, which EnqueueRunExpecting answers by taking the capped path).
+	_, err = store.EnqueueCheckedCall(ctx, w.st.Pool, runOf("direct", "d9"), "d9", &holds, false)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "WF001", pgErr.Code)
+	_, err = store.EnqueueCheckedCall(ctx, w.st.Pool, runOf("direct", "d9"), "d9", &stale, false)
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "WF002", pgErr.Code, "a change of what it was decided with is reported first")
+
+	// A cap written under the exclusive admission lock, not committed yet.
+	holder, err := w.st.EnqueueRunExpecting(ctx, runOf("late", "holder"), "holder", &holds)
+	require.NoError(t, err)
+	require.Equal(t, execution.StatusQueued, holder.Run.Status)
+	ltx, err := w.st.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = ltx.Rollback(ctx) }()
+	_, err = ltx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int, hashtext($2))`, 0x77656674, w.tenant)
+	require.NoError(t, err)
+	_, err = ltx.Exec(ctx, `INSERT INTO workflow_limits (tenant_id, workflow_key, max_concurrent_runs, updated_by)
+		VALUES ($1, 'late', 1, 'ada')`, w.tenant)
+	require.NoError(t, err)
+	type result struct {
+		e   store.Enqueued
+		err error
+	}
+	done := make(chan result, 1)
+	r := runOf("late", "late")
+	go func() {
+		e, err := w.st.EnqueueRunExpecting(context.Background(), r, "late", &holds)
+		done <- result{e, err}
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := w.st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND classid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, 0x77656674).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond, "the enqueue does not wait for the admission lock")
+	require.NoError(t, ltx.Commit(ctx))
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the enqueue did not finish once the lock was free")
+	}
+	require.NoError(t, got.err)
+	require.True(t, got.e.Created)
+	require.Equal(t, r.RunID, got.e.Run.RunID)
+	require.Equal(t, execution.StatusThrottled, got.e.Run.Status, "the cap set while it waited holds it")
+	require.Equal(t, 1, got.e.Run.Position)
+	require.Equal(t, w.run(r.RunID), got.e.Run)
+	require.Equal(t, map[string]int{"queued": 1, "throttled": 1}, w.statuses("late"))
+	var bindings int
+	require.NoError(t, w.st.Pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_bindings WHERE tenant_id = $1 AND idempotency_key = 'late'`,
+		w.tenant).Scan(&bindings))
+	require.Equal(t, 1, bindings)
+}
+
+// mustBound is the id of the run key's idempotency key is bound to.
+func mustBound(t *testing.T, w *limitsWorld, key, idem string) string {
+	t.Helper()
+	r, ok, err := w.st.BoundRun(context.Background(), w.tenant, key, idem)
+	require.NoError(t, err)
+	require.True(t, ok, "%s/%s is bound", key, idem)
+	return r.RunID
 }

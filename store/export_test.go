@@ -73,3 +73,15 @@ func (f *EventFeed) Watching(runID string) bool {
 	defer f.mu.Unlock()
 	return f.watched[runID]
 }
+
+// EnqueueCheckedCall makes the weft_enqueue_run_checked call
+// EnqueueRunExpecting makes, in q, with p_exclusive as given (true: the
+// capped path's call inside its transaction), and returns the function's
+// answer without the admission pass.
+func EnqueueCheckedCall(ctx context.Context, q querier, r Run, idempotencyKey string, exp *EnqueueExpect, exclusive bool) (Enqueued, error) {
+	args, err := enqueueArgs(r, idempotencyKey)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return enqueueCall{args: args, expect: expectArgs(exp)}.run(ctx, q, exclusive)
+}
