@@ -3,7 +3,9 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -592,4 +594,120 @@ func mustBound(t *testing.T, w *limitsWorld, key, idem string) string {
 	require.NoError(t, err)
 	require.True(t, ok, "%s/%s is bound", key, idem)
 	return r.RunID
+}
+
+// Migration 00028 rewrites weft_enqueue_run_checked as one body; rolled
+// back to 00027 the function is 00024's again, body for body, and up again
+// the rewrite. Both answer the same calls with the same outcomes: each
+// branch (a new run, the same request again, another request with the key,
+// a simulation, reads changed for a new and a bound key, capped admitted
+// and waiting, the capped path's own call, limits without p_exclusive, a
+// waiting run's key again) and every answered row equal to the stored one.
+func TestEnqueueRunCheckedMigrationUpAndDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testinfra.NewStore(t)
+	body := func(file string) string {
+		t.Helper()
+		raw, err := os.ReadFile("migrations/" + file)
+		require.NoError(t, err)
+		up, _, _ := strings.Cut(string(raw), "-- +goose Down")
+		_, fn, ok := strings.Cut(up, "LANGUAGE plpgsql AS $$")
+		require.True(t, ok, file)
+		fn, _, ok = strings.Cut(fn, "$$;")
+		require.True(t, ok, file)
+		return fn
+	}
+	installed := func() string {
+		t.Helper()
+		var src string
+		require.NoError(t, st.Pool.QueryRow(ctx, `SELECT prosrc FROM pg_proc WHERE proname = 'weft_enqueue_run_checked'`).Scan(&src))
+		return src
+	}
+	c, p, raw := compileExample(t, "")
+	scenario := func(tenant string) []string {
+		t.Helper()
+		for _, k := range []string{"wf", "capped"} {
+			_, err := st.CreateWorkflow(ctx, tenant, k, raw, "ada")
+			require.NoError(t, err)
+			_, _, err = st.Publish(ctx, tenant, k, 1, c, p, "pub")
+			require.NoError(t, err)
+		}
+		_, _, err := st.SetWorkflowLimits(ctx, store.WorkflowLimits{TenantID: tenant, WorkflowKey: "capped",
+			MaxConcurrentRuns: ptr(1), UpdatedBy: "ada"})
+		require.NoError(t, err)
+		require.NoError(t, st.Revoke(ctx, tenant, "ada", "crm.write"))
+		holds := store.EnqueueExpect{RevokedOf: "ada", Revoked: []string{"crm.write"}}
+		stale := store.EnqueueExpect{RevokedOf: "ada", Revoked: []string{}}
+		runOf := func(key, idem, hash, mode string) store.Run {
+			r := newRunValue(tenant, key, idem)
+			r.Checksum, r.InputHash, r.Mode = c.Checksum, hash, mode
+			return r
+		}
+		var out []string
+		note := func(what string, e store.Enqueued, err error) {
+			t.Helper()
+			var pgErr *pgconn.PgError
+			switch {
+			case errors.As(err, &pgErr):
+				out = append(out, fmt.Sprintf("%s: SQLSTATE %s %s", what, pgErr.Code, pgErr.Message))
+			case err != nil:
+				out = append(out, fmt.Sprintf("%s: %v", what, err))
+			default:
+				got, err := st.GetRun(ctx, tenant, e.Run.RunID)
+				require.NoError(t, err, what)
+				require.Equal(t, got, e.Run, what)
+				out = append(out, fmt.Sprintf("%s: created %v, %s, input hash %s, mode %s, place %d, admitted %d",
+					what, e.Created, e.Run.Status, e.Run.InputHash, e.Run.Mode, e.Run.Position, len(e.Admitted)))
+			}
+		}
+		live, sim := string(execution.ModeLive), string(execution.ModeSimulation)
+		for _, k := range []struct {
+			what, key, idem, hash, mode string
+			exp                         store.EnqueueExpect
+		}{
+			{"new", "wf", "a", "h1", live, holds},
+			{"the same request", "wf", "a", "h1", live, holds},
+			{"another request", "wf", "a", "h2", sim, holds},
+			{"a simulation", "wf", "s", "h1", sim, store.EnqueueExpect{}},
+			{"changed, new key", "wf", "b", "h1", live, stale},
+			{"changed, bound key", "wf", "a", "h1", live, stale},
+			{"capped, admitted", "capped", "c1", "h1", live, holds},
+			{"capped, waiting", "capped", "c2", "h1", live, holds},
+			{"capped, changed", "capped", "c3", "h1", live, stale},
+			{"capped, a waiting run's key", "capped", "c2", "h1", live, holds},
+		} {
+			e, err := st.EnqueueRunExpecting(ctx, runOf(k.key, k.idem, k.hash, k.mode), k.idem, &k.exp)
+			note(k.what, e, err)
+		}
+		for _, k := range []struct {
+			what, idem string
+			exclusive  bool
+			exp        store.EnqueueExpect
+		}{{"limits, not exclusive", "d1", false, holds}, {"changed, not exclusive", "d1", false, stale},
+			{"changed, exclusive", "d1", true, stale}, {"exclusive", "d2", true, holds}, {"exclusive, bound", "d2", true, holds}} {
+			tx, err := st.Pool.Begin(ctx)
+			require.NoError(t, err)
+			e, err := store.EnqueueCheckedCall(ctx, tx, runOf("capped", k.idem, "h1", live), k.idem, &k.exp, k.exclusive)
+			if err != nil {
+				require.NoError(t, tx.Rollback(ctx))
+			} else {
+				require.NoError(t, tx.Commit(ctx))
+			}
+			note(k.what, e, err)
+		}
+		return out
+	}
+
+	require.Equal(t, body("00028_enqueue_run_one_function.sql"), installed())
+	after := scenario("t-after")
+	require.NoError(t, store.MigrateTo(ctx, st.Pool, 27))
+	require.Equal(t, body("00024_enqueue_run_checked.sql"), installed(), "rolled back: 00024's body")
+	before := scenario("t-before")
+	require.NoError(t, store.Migrate(ctx, st.Pool))
+	require.Equal(t, body("00028_enqueue_run_one_function.sql"), installed())
+	again := scenario("t-again")
+	require.Equal(t, before, after)
+	require.Equal(t, before, again)
+	t.Log(strings.Join(before, "\n"))
 }

@@ -220,7 +220,7 @@ var ErrEnqueueReadsChanged = errors.New("store: the revision, default budget or 
 
 // EnqueueRunExpecting is EnqueueRun that writes only if exp still holds,
 // checked in the same statement as the write (weft_enqueue_run_checked,
-// migration 00024): else ErrEnqueueReadsChanged. It lets an enqueue
+// migration 00024, one body since 00028): else ErrEnqueueReadsChanged. It lets an enqueue
 // decide from cached reads in one round trip and lose none of the
 // guarantees of reading first: a revocation, publish or change of the
 // default budget committed before the statement is seen by its check. A
@@ -297,9 +297,10 @@ func enqueueLimited(ctx context.Context, tx pgx.Tx, call enqueueCall, tenantID, 
 	return out, nil
 }
 
-// errLimitsApplySQLState is what weft_enqueue_run raises, writing nothing,
-// when it is called without the exclusive lock for a live run that limits
-// apply to (checked before its claim, or again under the shared lock).
+// errLimitsApplySQLState is what weft_enqueue_run and
+// weft_enqueue_run_checked raise, writing nothing, when they are called
+// without the exclusive lock for a live run that limits apply to (checked
+// before the claim, or again under the shared lock).
 const errLimitsApplySQLState = "WF001"
 
 func isLimitsApply(err error) bool {
@@ -325,8 +326,9 @@ var errBoundRunGone = errors.New("store: the idempotency key's run is gone")
 const enqueueSQL = `SELECT * FROM weft_enqueue_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
 	$17, $18, $19, $20, $21, $22, $23)`
 
-// enqueueCheckedSQL calls weft_enqueue_run_checked (migration 00024):
-// enqueueSQL's arguments, then what the enqueue expects.
+// enqueueCheckedSQL calls weft_enqueue_run_checked (migration 00024; its
+// decisions made in one body of fewer statements since 00028): enqueueSQL's
+// arguments, then what the enqueue expects.
 const enqueueCheckedSQL = `SELECT * FROM weft_enqueue_run_checked($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
 	$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`
 
