@@ -5,7 +5,7 @@
 -- (00021, its answer materialized once more), whose body ran
 -- weft_limits_apply's query, claimed the binding, took the admission lock,
 -- ran weft_limits_apply's query again under it, inserted the run and read
--- it back (docs/benchmarks.md, Session 14: enqueue CPU). The same
+-- it back (docs/benchmarks.md, Session 15: enqueue CPU). The same
 -- function, same signature, now makes the same decisions in ONE body of
 -- three statements for a new run (three for a bound key too):
 --
