@@ -231,7 +231,8 @@ func asksApprovals(doc *Document, n Node) bool {
 }
 
 // Plan builds the execution plan the interpreter loads: wiring in compile
-// order, normalized retries and timeouts, and no node bodies.
+// order, normalized retries and timeouts, which action nodes only read
+// (their pinned action's risk), and no node bodies.
 func (c *Compiled) Plan() Plan {
 	inputs := map[string][]PlanInput{}
 	outputs := map[string]map[string][]PortRef{}
@@ -243,6 +244,10 @@ func (c *Compiled) Plan() Plan {
 			outputs[fn] = map[string][]PortRef{}
 		}
 		outputs[fn][fp] = append(outputs[fn][fp], PortRef{Node: tn, Port: tp})
+	}
+	risks := make(map[ActionRef]Risk, len(c.Actions))
+	for _, a := range c.Actions {
+		risks[ActionRef{ID: a.ID, Version: a.Version}] = a.Risk
 	}
 	p := Plan{Checksum: c.Checksum, Nodes: make([]PlanNode, 0, len(c.Document.Nodes))}
 	for i, n := range c.Document.Nodes {
@@ -257,6 +262,9 @@ func (c *Compiled) Plan() Plan {
 		}
 		if pn.TimeoutMs == 0 {
 			pn.TimeoutMs = DefaultTimeoutMs(n.Kind)
+		}
+		if n.Kind == KindAction && n.Action != nil {
+			pn.ReadOnly = risks[*n.Action] == RiskRead
 		}
 		slices.SortFunc(pn.Inputs, func(x, y PlanInput) int { return strings.Compare(x.Port, y.Port) })
 		for _, port := range slices.Sorted(maps.Keys(n.Outputs)) {

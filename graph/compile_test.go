@@ -86,6 +86,31 @@ func TestPlan(t *testing.T) {
 	}, p.Nodes)
 }
 
+// An action node is ReadOnly in the plan when its pinned action's risk is
+// read (core.echo), and no other node is: the example's save runs a
+// workspace-write action.
+func TestPlanReadOnly(t *testing.T) {
+	c, issues := Compile(genGraph(5, 2), testCatalog())
+	require.Empty(t, issues)
+	actions := 0
+	for _, n := range c.Plan().Nodes {
+		require.Equal(t, n.Kind == KindAction, n.ReadOnly, n.ID)
+		if n.ReadOnly {
+			actions++
+		}
+	}
+	require.Positive(t, actions)
+
+	c, issues = Compile(exampleDoc(t), testCatalog())
+	require.Empty(t, issues)
+	for _, n := range c.Plan().Nodes {
+		require.False(t, n.ReadOnly, "%s (save writes the workspace)", n.ID)
+	}
+	b, err := json.Marshal(c.Plan())
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "readOnly", "a plan without read actions encodes as before")
+}
+
 func TestPlanDefaults(t *testing.T) {
 	require.Equal(t, Retry{MaxAttempts: 1, InitialIntervalMs: 1000, Backoff: 2, MaxIntervalMs: 60000}, NormalizeRetry(nil))
 	require.Equal(t, Retry{MaxAttempts: 2, InitialIntervalMs: 90000, Backoff: 2, MaxIntervalMs: 90000},

@@ -55,6 +55,11 @@ type PlanNode struct {
 	TimeoutMs int   `json:"timeoutMs"`
 	// Summary is the Temporal activity summary, "nodeId · kind".
 	Summary string `json:"summary"`
+	// ReadOnly marks an action node whose pinned action has risk read
+	// (RiskRead): its attempts have no side effects, so the interpreter
+	// (version 8) need not make its node.started durable before it runs.
+	// False for every other node, and in plans published before the field.
+	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
 // PlanInput is an input port and the output port feeding it.
