@@ -85,6 +85,28 @@ var devScenarios = []devScenario{
 		},
 	},
 	{
+		// Interpreter version 8: read actions' attempts start carrying
+		// nothing while fewer than maxUnsentEvents events are unsent; r5
+		// carries the twelve, the run's end flushes the rest. A long
+		// EventDeferMs keeps the deferral's timer out of the shape.
+		name: "read-defer", desc: readChain(5), status: execution.StatusSucceeded,
+		durable: &execution.Durability{EventDeferMs: 60000},
+		fakes: func(t *testing.T, f *fakes) {
+			require.Equal(t, []string{"carried", "carried", "flush"}, f.appendSources())
+		},
+	},
+	{
+		// Interpreter version 8: r2 starts carrying nothing and hangs until
+		// its node.started is in the log: only the deferral's timer can
+		// flush it (r2 is released once it is).
+		name: "read-defer-long", desc: readChain(2), status: execution.StatusSucceeded,
+		steps:       map[string][]step{"r2": {{hang: true}}},
+		releaseWhen: &devEvent{typ: execution.EventNodeStarted, node: "r2"},
+		fakes: func(t *testing.T, f *fakes) {
+			require.Equal(t, []string{"carried", "flush", "flush"}, f.appendSources(), "r1's carrier, the deferral's flush and the run's last")
+		},
+	},
+	{
 		name: "diamond", desc: diamond, status: execution.StatusSucceeded,
 		want: []string{
 			"run.started", "node.started in", "node.completed in", "edge.taken in.out>g.in", "node.started g",

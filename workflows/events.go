@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/weftworks/weft/execution"
+	"github.com/weftworks/weft/graph"
 )
 
 // eventLog buffers the events recorded since the log was last known to
@@ -76,6 +77,13 @@ const maxSuffixChain = 8
 // carryBudget bounds the buffered bytes an attempt carries; above it the
 // iteration flushes instead, so no attempt's input grows large.
 const carryBudget = 32 << 10
+
+// maxUnsentEvents bounds the unsent events (given to no carrier) an
+// iteration that starts one read-only attempt leaves buffered (version 8,
+// mayDeferRead): with that many the attempt carries them, so a chain of
+// read actions appends about once per four nodes and no carrier's input
+// grows long.
+const maxUnsentEvents = 12
 
 // setUpdate sets the run update that goes with the next append.
 func (l *eventLog) setUpdate(u *execution.RunUpdate) {
@@ -148,6 +156,36 @@ func (l *eventLog) size() int {
 		n += len(e.Key) + len(e.Type) + len(e.NodeID) + len(e.Data) + 64
 	}
 	return n
+}
+
+// firstUnsent is the index in pending of the first event no carrier was
+// given (version 7's carriers): 0 when none was, len(pending) when every
+// event was. An event handed to a carrier whose attempt then failed or
+// reported its suffix refused is unsent again (unsent).
+func (l *eventLog) firstUnsent() int {
+	n := len(l.carriers)
+	if n == 0 {
+		return 0
+	}
+	first := l.ordinal - len(l.pending) + 1
+	return min(max(l.carriers[n-1]-first+1, 0), len(l.pending))
+}
+
+// oldestDeferred is the time of the oldest event whose age bounds a
+// deferral (mayDefer, mayDeferRead, armDeferTimer): the oldest buffered
+// event before version 8; from version 8 the oldest unsent one, since an
+// event given to a carrier still in flight reaches the log with that
+// carrier's append, not a flush. ok is false when there is none.
+func (i *interpreter) oldestDeferred() (at time.Time, ok bool) {
+	l := &i.events
+	k := 0
+	if i.version >= 8 {
+		k = l.firstUnsent()
+	}
+	if k >= len(l.pending) {
+		return time.Time{}, false
+	}
+	return l.pending[k].At, true
 }
 
 // unsent (version 7) forgets what was handed to carriers: an attempt
@@ -295,7 +333,9 @@ func (i *interpreter) flush() error {
 // large), and an iteration that starts only local activities leaves it for
 // the next one (they finish in this workflow task, before anything else
 // happens). From version 5 an iteration that starts nothing while regular
-// attempts still run may leave it too (mayDefer).
+// attempts still run may leave it too (mayDefer); from version 8 so may an
+// iteration whose one regular attempt is a read-only action's
+// (mayDeferRead).
 func (i *interpreter) flushOrCarry() error {
 	l := &i.events
 	l.carry = false
@@ -310,12 +350,14 @@ func (i *interpreter) flushOrCarry() error {
 		return i.flush()
 	}
 	regular, local, timers := 0, 0, false
+	var starting *node // the regular attempt, when there is one
 	for _, n := range i.nodes {
 		switch {
 		case n.start && isLocal(n.plan.Kind):
 			local++
 		case n.start:
 			regular++
+			starting = n
 		case n.timer == nil && !n.due &&
 			(n.state.Status == execution.NodeWaiting || awaitingRedispatch(n)):
 			timers = true
@@ -340,9 +382,55 @@ func (i *interpreter) flushOrCarry() error {
 		// one flush is cheaper.
 		return i.flush()
 	case regular == 1:
+		if i.version >= 8 && i.mayDeferRead(starting, i.now()) {
+			i.armDeferTimer()
+			return nil
+		}
 		l.carry = true
 	}
 	return nil
+}
+
+// mayDeferRead (interpreter version 8; now is workflow time) says whether
+// the one regular attempt an iteration starts may go without the buffered
+// events (NodeInput carries none), leaving them to the next carrier or
+// flush: n is an action node whose action only reads (graph.PlanNode's
+// ReadOnly: risk read), fewer than maxUnsentEvents events are unsent
+// (given to no carrier), the buffer stays within carryBudget and holds no
+// run update no carrier was given, the oldest unsent event is younger than deferMaxAge, and no
+// timer or approval is in play (as for mayDefer). armDeferTimer then
+// bounds how long the events wait, as for a collect-only workflow task.
+//
+// What it trades: a read action has no side effects, so nothing outside
+// the workflow depends on its node.started being in the log before it
+// runs; the events reach the log with the next carrier (a write action's
+// attempt, or a read one's once maxUnsentEvents are unsent), a flush (a
+// timer, several attempts, a decision, the defer timer, the run's end,
+// continue-as-new, a cancellation), in the interpreter's order, under the
+// same keys. A chain of read actions appends about once per four nodes
+// instead of once per node, and the event stream shows a read node's
+// start up to deferMaxAge (or maxUnsentEvents events) later.
+func (i *interpreter) mayDeferRead(n *node, now time.Time) bool {
+	if n == nil || n.plan.Kind != graph.KindAction || !n.plan.ReadOnly {
+		return false
+	}
+	l := &i.events
+	sent := l.firstUnsent()
+	if l.size() > carryBudget || len(l.pending)-sent >= maxUnsentEvents {
+		return false
+	}
+	if l.update != nil && sent == 0 {
+		return false // the run's update goes out at once; with a carrier in flight it went with it
+	}
+	if at, ok := i.oldestDeferred(); ok && now.Sub(at) >= i.deferMaxAge() {
+		return false
+	}
+	for _, o := range i.nodes {
+		if o.timer != nil || o.decided != nil || o.deciding || awaitingApproval(o) {
+			return false
+		}
+	}
+	return true
 }
 
 // deferMaxAge bounds how long an iteration that starts nothing leaves
@@ -369,7 +457,8 @@ func (i *interpreter) deferMaxAge() time.Duration {
 // node.attempt.failed and edge events of attempts that already ended, and
 // nothing they lead to has started. The buffer stays bounded by
 // carryBudget bytes, so any later carrier can take it, and by deferMaxAge:
-// the first iteration that finds its oldest event older than that flushes.
+// the first iteration that finds its oldest event older than that flushes
+// (from version 8 its oldest unsent event: oldestDeferred).
 // What it trades: an early sibling's completion reaches the event stream
 // up to deferMaxAge later than its own workflow task, for one commit less.
 func (i *interpreter) mayDefer(now time.Time) bool {
@@ -377,8 +466,8 @@ func (i *interpreter) mayDefer(now time.Time) bool {
 	if l.update != nil || l.size() > carryBudget {
 		return false
 	}
-	if len(l.pending) > 0 && now.Sub(l.pending[0].At) >= i.deferMaxAge() {
-		return false
+	if at, ok := i.oldestDeferred(); ok && now.Sub(at) >= i.deferMaxAge() {
+		return false // from version 8 the oldest unsent event's age
 	}
 	running := false
 	for _, n := range i.nodes {
@@ -400,12 +489,19 @@ func (i *interpreter) mayDefer(now time.Time) bool {
 // flushes or carries the buffer first: at the run's end it is dropped with
 // the execution, and if it fires on an empty buffer its workflow task does
 // nothing, which is cheaper than cancelling it in every run.
+//
+// From version 8 it counts only unsent events (oldestDeferred): those
+// given to a carrier in flight reach the log with its append.
 func (i *interpreter) armDeferTimer() {
-	l := &i.events
-	if i.deferTimer != nil || len(l.pending) == 0 {
+	if i.deferTimer != nil {
 		return
 	}
-	left := i.deferMaxAge() - i.now().Sub(l.pending[0].At)
+	at, ok := i.oldestDeferred()
+	if !ok {
+		return
+	}
+	i.deferFor = at
+	left := i.deferMaxAge() - i.now().Sub(at)
 	i.deferTimer = workflow.NewTimerWithOptions(i.work, max(left, time.Millisecond), workflow.TimerOptions{
 		Summary: "events · flush deferred",
 	})
@@ -413,13 +509,22 @@ func (i *interpreter) armDeferTimer() {
 
 // collectDeferTimer: once armDeferTimer's timer has fired, the next
 // iteration flushes whatever is buffered (nothing, if a carrier or a flush
-// took it meanwhile).
+// took it meanwhile). From version 8 it flushes only if the event the
+// timer was armed for, or an older one, is still unsent; otherwise the
+// events since are younger, and the iteration defers them again with a
+// timer of their own (mayDefer, mayDeferRead) or carries or flushes them.
 func (i *interpreter) collectDeferTimer() {
 	if i.deferTimer == nil || !i.deferTimer.IsReady() {
 		return
 	}
 	_ = i.deferTimer.Get(i.work, nil) // only a cancellation errs, and nothing cancels it
 	i.deferTimer = nil
+	if i.version >= 8 {
+		if at, ok := i.oldestDeferred(); ok && !at.After(i.deferFor) {
+			i.events.flushNow = true
+		}
+		return
+	}
 	if len(i.events.pending) > 0 {
 		i.events.flushNow = true
 	}

@@ -24,8 +24,10 @@ import (
 // parsePlan builds a graph.Plan from a compact description, one node per
 // line in compiled order:
 //
-//	id kind [inPort=node.port ...] [retry=max,initialMs,backoff,maxMs] [timeout=ms]
+//	id kind [inPort=node.port ...] [retry=max,initialMs,backoff,maxMs] [timeout=ms] [risk=read]
 //
+// risk=read makes an action node ReadOnly, as Compiled.Plan does for an
+// action whose risk is read.
 // Output ports follow from the kind; their targets from the other lines.
 func parsePlan(t testing.TB, desc string) graph.Plan {
 	t.Helper()
@@ -55,6 +57,8 @@ func parsePlan(t testing.TB, desc string) graph.Plan {
 				n.Retry.MaxIntervalMs, _ = strconv.Atoi(p[3])
 			case "timeout":
 				n.TimeoutMs, _ = strconv.Atoi(v)
+			case "risk":
+				n.ReadOnly = v == string(graph.RiskRead)
 			default:
 				node, port, ok := strings.Cut(v, ".")
 				require.True(t, ok, "source %q", v)
@@ -395,6 +399,16 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 	return f.play(ctx, in)
 }
 
+// readOnly says whether the plan marks the node ReadOnly (risk=read).
+func (f *fakes) readOnly(nodeID string) bool {
+	for _, n := range f.plan.Nodes {
+		if n.ID == nodeID {
+			return n.ReadOnly
+		}
+	}
+	return false
+}
+
 func (f *fakes) play(ctx context.Context, in execution.NodeInput) (execution.NodeResult, error) {
 	f.mu.Lock()
 	f.inputs = append(f.inputs, in)
@@ -410,9 +424,10 @@ func (f *fakes) play(ctx context.Context, in execution.NodeInput) (execution.Nod
 	// inside the workflow task that decided it, so from interpreter
 	// version 2 its events may follow with the next append: it has no
 	// effect outside the workflow before then. A re-dispatch may follow a
-	// continue-as-new.
+	// continue-as-new. From version 8 a read-only action's attempt (no
+	// side effects) may run before its node.started is appended.
 	local := in.Kind == graph.KindGate || in.Kind == graph.KindValidator || in.Kind == graph.KindMerge || in.Kind == graph.KindApproval
-	if !announced && in.Redispatch == 0 && !local {
+	if !announced && in.Redispatch == 0 && !local && !f.readOnly(in.NodeID) {
 		f.problem("%s attempt %d began before its node.started was appended", in.NodeID, in.Attempt)
 	}
 

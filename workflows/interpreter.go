@@ -70,7 +70,16 @@ import (
 //	   00026), instead of every unconfirmed event; the whole unconfirmed
 //	   prefix goes again after a failed attempt, a refused suffix
 //	   (NodeResult.EventsRefused), or maxSuffixChain carriers in a row
-//	   unconfirmed (events.go, carryIn).
+//	   unconfirmed (events.go, carryIn);
+//	8: an iteration whose one regular attempt is a read-only action's
+//	   (graph.PlanNode.ReadOnly: risk read, no side effects) may start it
+//	   carrying no events, leaving the buffer to the next carrier or
+//	   flush while fewer than maxUnsentEvents events are unsent (given to
+//	   no carrier), within carryBudget and deferMaxAge, bounded by the
+//	   version 5 timer (events.go, mayDeferRead); from this version the
+//	   deferral's age and that timer count only unsent events
+//	   (oldestDeferred), and a fired timer flushes only if the event it
+//	   was armed for is still unsent.
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -82,7 +91,7 @@ import (
 const changeInterpreterV1 = "weft-interpreter-v1"
 
 // interpreterVersion is the version new executions record.
-const interpreterVersion = 7
+const interpreterVersion = 8
 
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
@@ -142,6 +151,10 @@ type interpreter struct {
 	// task's events reach the log within about that much wall time even
 	// while a sibling runs for long; nil when none is armed.
 	deferTimer workflow.Future
+	// deferFor (version 8) is the time of the oldest unsent event when
+	// deferTimer was armed: if it, or an older one, is still unsent when
+	// the timer fires, the iteration flushes (collectDeferTimer).
+	deferFor time.Time
 	// ports holds every resolved output port by "node.port": fired with a
 	// value, or dead. Absent means unresolved. Lookups only, never iterated.
 	ports map[string]execution.PortSlot
