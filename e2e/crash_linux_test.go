@@ -806,3 +806,74 @@ func TestDrillWorkerKilledWithDeferredEvents(t *testing.T) {
 	require.Equal(t, 1, seen[fmt.Sprintf("%s b#1 b.out>m.b", execution.EventEdgeTaken)], "b's edge: %v", seen)
 	next.kill(syscall.SIGTERM, 30*time.Second)
 }
+
+// readDeferGraph: two naps in a row, both core.sleep (risk read): r
+// carries the run's start, s starts carrying nothing (interpreter version
+// 8), so r's completion, its edge and s's start exist only in the
+// interpreter's buffer while s naps.
+const readDeferGraph = `{
+  "schemaVersion": 1,
+  "nodes": [
+    {"id": "in", "kind": "input", "outputs": {"out": "any"}},
+    {"id": "r", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
+     "mapping": {"ms": {"pointer": "/in/short"}}},
+    {"id": "s", "kind": "action", "inputs": {"in": "any"}, "outputs": {"out": "any"}, "action": {"id": "core.sleep", "version": 1},
+     "mapping": {"ms": {"literal": 20000}}},
+    {"id": "out", "kind": "output", "inputs": {"in": "any"}}
+  ],
+  "edges": [{"from": "in.out", "to": "r.in"}, {"from": "r.out", "to": "s.in"}, {"from": "s.out", "to": "out.in"}]
+}`
+
+// From interpreter version 8 a read action's attempt starts carrying no
+// events (docs/reliability.md): s naps while its node.started, r's
+// completion and r's edge exist only in the interpreter's buffer. The
+// worker is SIGKILLed then; the next worker rebuilds the buffer from the
+// history, s's lost lease re-dispatches it, and the run's appends put
+// every event in the log exactly once, the chain intact.
+func TestDrillWorkerKilledWithADeferredReadStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// The deferral's own timer would flush s's start 1 s after it
+	// (Durability.EventDeferMs); two minutes leave the kill below all the
+	// time it needs on a loaded machine.
+	e.cfg.Durability.EventDeferMs = (2 * time.Minute).Milliseconds()
+	e.serveAPI(e.st)
+	first := e.spawnWorker() // publishes the drill actions
+	first.kill(syscall.SIGTERM, 30*time.Second)
+	e.publish("read-defer", readDeferGraph)
+	w := e.spawnWorker()
+	id := e.run("read-defer", map[string]any{"short": 100})
+	// The first workflow task completed after an activity's completion is
+	// the one that started s (20 s, within the node's 30 s timeout).
+	after := false
+	e.waitHistoryEvent(id, 2*time.Minute, "no workflow task completed after r's completion", func(ev *historypb.HistoryEvent) bool {
+		switch {
+		case ev.GetWorkflowExecutionStartedEventAttributes() != nil:
+			after = false // each poll reads the history from its start
+		case ev.GetActivityTaskCompletedEventAttributes() != nil:
+			after = true
+		case after && ev.GetWorkflowTaskCompletedEventAttributes() != nil:
+			return true
+		}
+		return false
+	})
+	// Time for s to start and for any append it carried to commit (a
+	// version 7 interpreter's s carries these events): none did.
+	time.Sleep(3 * time.Second)
+	types := e.eventTypes(id)
+	require.NotContains(t, types, execution.EventNodeCompleted+" r", "r's completion was deferred: %v", types)
+	require.NotContains(t, types, execution.EventNodeStarted+" s", "s started carrying nothing: %v", types)
+	w.kill(syscall.SIGKILL, 30*time.Second)
+
+	next := e.spawnWorker()
+	v := e.wait(id, 4*time.Minute)
+	require.Equal(t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
+	e.checkChain(id)
+	seen := e.requireEachEventOnce(id)
+	for _, node := range []string{"in", "r", "out"} {
+		require.Equal(t, 1, seen[fmt.Sprintf("%s %s#1", execution.EventNodeCompleted, node)], "%s completed once: %v", node, seen)
+	}
+	require.Equal(t, 1, seen[fmt.Sprintf("%s s#1", execution.EventNodeStarted)], "s's start: %v", seen)
+	require.Equal(t, 1, seen[fmt.Sprintf("%s r#1 r.out>s.in", execution.EventEdgeTaken)], "r's edge: %v", seen)
+	next.kill(syscall.SIGTERM, 30*time.Second)
+}
