@@ -181,30 +181,10 @@ func TestEnqueueRunSeesLimitsSetWhileItWaitedForTheLock(t *testing.T) {
 		VALUES ($1, 'wf', 1, 'ada')`, w.tenant)
 	require.NoError(t, err)
 
-	type result struct {
-		e   store.Enqueued
-		err error
-	}
-	done := make(chan result, 1)
 	r := newRunValue(w.tenant, "wf", "late")
-	go func() {
-		e, err := w.st.EnqueueRun(context.Background(), r, "late")
-		done <- result{e, err}
-	}()
-	require.Eventually(t, func() bool {
-		var n int
-		err := w.st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-			AND classid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, 0x77656674).Scan(&n)
-		return err == nil && n > 0
-	}, 30*time.Second, 10*time.Millisecond, "the enqueue does not wait for the admission lock")
-	require.NoError(t, tx.Commit(ctx))
-
-	var got result
-	select {
-	case got = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the enqueue did not finish once the lock was free")
-	}
+	got := enqueueBehindAdmissionLock(t, ctx, w.st, tx, func(ctx context.Context) (store.Enqueued, error) {
+		return w.st.EnqueueRun(ctx, r, "late")
+	})
 	require.NoError(t, got.err)
 	require.True(t, got.e.Created)
 	require.Equal(t, r.RunID, got.e.Run.RunID)
@@ -551,29 +531,10 @@ func TestEnqueueRunExpectingAnswersTheStoredRow(t *testing.T) {
 	_, err = ltx.Exec(ctx, `INSERT INTO workflow_limits (tenant_id, workflow_key, max_concurrent_runs, updated_by)
 		VALUES ($1, 'late', 1, 'ada')`, w.tenant)
 	require.NoError(t, err)
-	type result struct {
-		e   store.Enqueued
-		err error
-	}
-	done := make(chan result, 1)
 	r := runOf("late", "late")
-	go func() {
-		e, err := w.st.EnqueueRunExpecting(context.Background(), r, "late", &holds)
-		done <- result{e, err}
-	}()
-	require.Eventually(t, func() bool {
-		var n int
-		err := w.st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-			AND classid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, 0x77656674).Scan(&n)
-		return err == nil && n > 0
-	}, 30*time.Second, 10*time.Millisecond, "the enqueue does not wait for the admission lock")
-	require.NoError(t, ltx.Commit(ctx))
-	var got result
-	select {
-	case got = <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the enqueue did not finish once the lock was free")
-	}
+	got := enqueueBehindAdmissionLock(t, ctx, w.st, ltx, func(ctx context.Context) (store.Enqueued, error) {
+		return w.st.EnqueueRunExpecting(ctx, r, "late", &holds)
+	})
 	require.NoError(t, got.err)
 	require.True(t, got.e.Created)
 	require.Equal(t, r.RunID, got.e.Run.RunID)
@@ -710,4 +671,38 @@ func TestEnqueueRunCheckedMigrationUpAndDown(t *testing.T) {
 	require.Equal(t, before, after)
 	require.Equal(t, before, again)
 	t.Log(strings.Join(before, "\n"))
+}
+
+// enqueuedResult is what an enqueue run in the background answered.
+type enqueuedResult struct {
+	e   store.Enqueued
+	err error
+}
+
+// enqueueBehindAdmissionLock runs enqueue in the background while holder
+// (a transaction holding the tenant's exclusive admission lock) is open,
+// waits until the enqueue waits for that lock, commits holder and returns
+// what the enqueue answered once the lock was free.
+func enqueueBehindAdmissionLock(t *testing.T, ctx context.Context, st *store.Store, holder pgx.Tx,
+	enqueue func(context.Context) (store.Enqueued, error)) enqueuedResult {
+	t.Helper()
+	done := make(chan enqueuedResult, 1)
+	go func() {
+		e, err := enqueue(context.Background())
+		done <- enqueuedResult{e, err}
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := st.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND classid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, 0x77656674).Scan(&n)
+		return err == nil && n > 0
+	}, 30*time.Second, 10*time.Millisecond, "the enqueue does not wait for the admission lock")
+	require.NoError(t, holder.Commit(ctx))
+	select {
+	case got := <-done:
+		return got
+	case <-time.After(60 * time.Second):
+		t.Fatal("the enqueue did not finish once the lock was free")
+		return enqueuedResult{}
+	}
 }
