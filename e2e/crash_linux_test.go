@@ -475,6 +475,25 @@ func (e *env) waitHistoryEvent(runID string, timeout time.Duration, what string,
 	}, timeout, 100*time.Millisecond, "run %s: %s", runID, what)
 }
 
+// waitTaskAfterActivityCompleted waits until the run's history holds a
+// workflow task completed after an activity's completion: the first
+// workflow task that handled one.
+func (e *env) waitTaskAfterActivityCompleted(runID, what string) {
+	e.t.Helper()
+	after := false
+	e.waitHistoryEvent(runID, 2*time.Minute, what, func(ev *historypb.HistoryEvent) bool {
+		switch {
+		case ev.GetWorkflowExecutionStartedEventAttributes() != nil:
+			after = false // each poll reads the history from its start
+		case ev.GetActivityTaskCompletedEventAttributes() != nil:
+			after = true
+		case after && ev.GetWorkflowTaskCompletedEventAttributes() != nil:
+			return true
+		}
+		return false
+	})
+}
+
 // betweenGraph: an echo, the node whose worker dies just after answering,
 // then an echo and a business write. The interpreter's events of the
 // workflow task after "die" (its completion, the edge, b's start) exist
@@ -778,18 +797,7 @@ func TestDrillWorkerKilledWithDeferredEvents(t *testing.T) {
 	id := e.run("deferred", map[string]any{"long": 20000, "short": 1000})
 	// The first workflow task completed after an activity's completion is
 	// b's: a naps 20 s (within the node's 30 s timeout).
-	after := false
-	e.waitHistoryEvent(id, 2*time.Minute, "no workflow task completed after b's completion", func(ev *historypb.HistoryEvent) bool {
-		switch {
-		case ev.GetWorkflowExecutionStartedEventAttributes() != nil:
-			after = false // each poll reads the history from its start
-		case ev.GetActivityTaskCompletedEventAttributes() != nil:
-			after = true
-		case after && ev.GetWorkflowTaskCompletedEventAttributes() != nil:
-			return true
-		}
-		return false
-	})
+	e.waitTaskAfterActivityCompleted(id, "no workflow task completed after b's completion")
 	types := e.eventTypes(id)
 	require.Contains(t, types, execution.EventNodeStarted+" b", "the fan-out's flush")
 	require.NotContains(t, types, execution.EventNodeCompleted+" b", "b's completion was deferred, not flushed")
@@ -845,18 +853,7 @@ func TestDrillWorkerKilledWithADeferredReadStart(t *testing.T) {
 	id := e.run("read-defer", map[string]any{"short": 100})
 	// The first workflow task completed after an activity's completion is
 	// the one that started s (20 s, within the node's 30 s timeout).
-	after := false
-	e.waitHistoryEvent(id, 2*time.Minute, "no workflow task completed after r's completion", func(ev *historypb.HistoryEvent) bool {
-		switch {
-		case ev.GetWorkflowExecutionStartedEventAttributes() != nil:
-			after = false // each poll reads the history from its start
-		case ev.GetActivityTaskCompletedEventAttributes() != nil:
-			after = true
-		case after && ev.GetWorkflowTaskCompletedEventAttributes() != nil:
-			return true
-		}
-		return false
-	})
+	e.waitTaskAfterActivityCompleted(id, "no workflow task completed after r's completion")
 	// Time for s to start and for any append it carried to commit (a
 	// version 7 interpreter's s carries these events): none did.
 	time.Sleep(3 * time.Second)
