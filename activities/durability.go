@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -166,6 +167,9 @@ func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger)
 			return run(ctx, in)
 		}
 		in.Events, in.Carried = nil, nil // the node itself never sees them
+		if !in.CarryLazyUntil.IsZero() {
+			return carryLazily(ctx, run, appends, logger, in, b)
+		}
 		// The goroutines below take these, not in: capturing in would
 		// move the whole input to the heap for every attempt.
 		tenantID, runID, nodeID := in.TenantID, in.RunID, in.NodeID
@@ -210,6 +214,73 @@ func withCarriedEvents(run nodeRunner, appends *runAppends, logger *slog.Logger)
 		}()
 		return res, err
 	}
+}
+
+// carryLazily runs an attempt whose events are carried lazily
+// (NodeInput.CarryLazyUntil, interpreter version 9): a read action's, which
+// nothing outside depends on. Its append starts only if the attempt is
+// still running at CarryLazyUntil (or when it waits for it: awaitCarried),
+// never once it has returned; one that started is waited for, so the
+// result reports it exactly, as for an attempt that waited: EventsThrough
+// the batch's last ordinal once committed, EventsRefused when the store
+// refused the suffix. An attempt that ends before the time appends nothing
+// and reports only what this worker knows committed (appendedRuns): the
+// interpreter carries the events again with the next carrier or flush.
+func carryLazily(ctx context.Context, run nodeRunner, appends *runAppends, logger *slog.Logger, in execution.NodeInput, b *execution.EventBatch) (execution.NodeResult, error) {
+	tenantID, runID, nodeID := in.TenantID, in.RunID, in.NodeID
+	c := &carried{done: make(chan struct{})}
+	var once sync.Once
+	var started atomic.Bool
+	c.start = func() {
+		once.Do(func() {
+			started.Store(true)
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), carriedAppendTimeout)
+			go func() {
+				defer cancel()
+				defer close(c.done)
+				c.err = carryClosingGap(actx, appends, tenantID, runID, b)
+			}()
+		})
+	}
+	timer := time.AfterFunc(time.Until(in.CarryLazyUntil), c.start)
+	res, err := run(context.WithValue(ctx, carriedKey{}, c), in)
+	timer.Stop()
+	once.Do(func() {}) // from here on the timer starts nothing
+	if !started.Load() {
+		if err == nil {
+			res.EventsThrough = min(appends.appended.through(tenantID, runID), b.Through)
+		}
+		return res, err
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		// Cancelled or timed out: the append finishes on its own.
+		go func() {
+			<-c.done
+			if c.err != nil {
+				logger.Warn("a lazily carried event append failed; the events stay buffered and are carried again",
+					"tenant", tenantID, "run", runID, "node", nodeID, "err", c.err)
+			}
+		}()
+		return res, err
+	}
+	if c.awaited.Load() && c.err != nil {
+		return execution.NodeResult{}, c.wait() // as for an attempt that waited
+	}
+	if err == nil {
+		switch {
+		case c.err == nil:
+			res.EventsThrough = b.Through
+		case isGap(c.err):
+			res.EventsRefused = true
+		default:
+			logger.Warn("a lazily carried event append failed; the events stay buffered and are carried again",
+				"tenant", tenantID, "run", runID, "node", nodeID, "err", c.err)
+			res.EventsThrough = min(appends.appended.through(tenantID, runID), b.Through)
+		}
+	}
+	return res, err
 }
 
 // gapWait bounds how long a carried suffix waits for the events before it
@@ -257,10 +328,16 @@ type carried struct {
 	done    chan struct{}
 	err     error
 	awaited atomic.Bool // the attempt waited for the append (awaitCarried)
+	// start, for events carried lazily (carryLazily), starts the append
+	// if it has not started; nil when it starts with the attempt.
+	start func()
 }
 
 func (c *carried) wait() error {
 	c.awaited.Store(true)
+	if c.start != nil {
+		c.start()
+	}
 	<-c.done
 	if isGap(c.err) {
 		// Not the node's failure, and nothing ran: the same attempt goes

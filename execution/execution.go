@@ -325,6 +325,16 @@ type NodeInput struct {
 	// unchecked and report it appended, ignores it instead: it appends
 	// nothing and reports nothing appended.
 	Suffix *CompactBatch `json:"suffix,omitempty"`
+	// CarryLazyUntil (interpreter version 9), when set, makes the carried
+	// events (Carried or Suffix) lazy: the activity appends them only if
+	// the attempt is still running at this time (the oldest of them plus
+	// the run's deferMaxAge), never once it has returned, and reports the
+	// append as any carrier does (NodeResult.EventsThrough,
+	// EventsRefused). An attempt that ends first appends nothing and
+	// confirms nothing: the events stay in the interpreter's buffer for
+	// the next carrier or flush. A worker of an earlier release ignores
+	// the member and appends them at once, as for any carrier.
+	CarryLazyUntil time.Time `json:"carryLazyUntil,omitzero"`
 	// Approval is the node's latest decided tool approval: the agent
 	// harness applies it to that call (Call.Ordinal) if it is still
 	// pending, and to nothing else.
