@@ -73,6 +73,9 @@ func (i *interpreter) startAttempt(n *node) {
 	}
 	if i.events.carry && !isLocal(n.plan.Kind) {
 		i.carryIn(&in) // events.go
+		if !in.CarryLazyUntil.IsZero() {
+			n.lazyThrough = i.events.lazy
+		}
 	}
 	timeout := time.Duration(n.plan.TimeoutMs) * time.Millisecond
 	if timeout <= 0 {

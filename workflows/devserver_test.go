@@ -96,14 +96,15 @@ var devScenarios = []devScenario{
 		},
 	},
 	{
-		// Interpreter version 8: r2 starts carrying nothing and hangs until
-		// its node.started is in the log: only the deferral's timer can
-		// flush it (r2 is released once it is).
+		// Interpreter version 9: r2 carries its events lazily and hangs
+		// until its node.started is in the log: only its own lazy append,
+		// deferMaxAge on, can bring it there (r2 is released once it is;
+		// version 8's deferral timer flushed it instead).
 		name: "read-defer-long", desc: readChain(2), status: execution.StatusSucceeded,
 		steps:       map[string][]step{"r2": {{hang: true}}},
 		releaseWhen: &devEvent{typ: execution.EventNodeStarted, node: "r2"},
 		fakes: func(t *testing.T, f *fakes) {
-			require.Equal(t, []string{"carried", "flush", "flush"}, f.appendSources(), "r1's carrier, the deferral's flush and the run's last")
+			require.Equal(t, []string{"carried", "lazy", "flush"}, f.appendSources(), "r1's carrier, r2's lazy append and the run's last flush")
 		},
 	},
 	{

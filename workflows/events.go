@@ -63,6 +63,17 @@ type eventLog struct {
 	// them, each suffix adds one (carryIn). Not carried across
 	// continue-as-new, which flushes.
 	carriers []int
+	// carryLazy (version 9): this iteration's one attempt, a read-only
+	// action's, carries the events lazily (NodeInput.CarryLazyUntil)
+	// instead of deferring them under a timer (mayDeferRead). lazy is the
+	// last ordinal of the batch the latest lazy carrier still running was
+	// given (0 when none): those events are left out of what a deferral's
+	// timer waits for (oldestDeferred), since that attempt appends them
+	// once they are deferMaxAge old, but not out of carriers, so a later
+	// carrier never carries a suffix after them and carries them again
+	// (keys make that harmless).
+	carryLazy bool
+	lazy      int
 }
 
 // maxSuffixChain bounds the carriers in a row whose batches are not known
@@ -119,8 +130,20 @@ func (l *eventLog) batch() *execution.EventBatch {
 // carriers at most. A worker of the release before version 7
 // ignores the Suffix member, appends nothing and confirms nothing: the
 // same as a lost append.
+//
+// From version 9 a lazy carrier (carryLazy) is given the same batch, with
+// the time from which its activity appends it (NodeInput.CarryLazyUntil:
+// the oldest event given to no carrier, plus deferMaxAge), but it joins
+// no carrier chain: whether its append happens is known only once its
+// attempt ends (collect, lazyEnded), so the next carrier carries its
+// events again rather than a suffix that could follow an append that
+// never comes.
 func (i *interpreter) carryIn(in *execution.NodeInput) {
 	l := &i.events
+	if i.version >= 9 && l.carryLazy {
+		i.carryLazily(in)
+		return
+	}
 	if i.version >= 7 {
 		first := l.ordinal - len(l.pending) + 1
 		k := 0
@@ -147,6 +170,49 @@ func (i *interpreter) carryIn(in *execution.NodeInput) {
 		}
 	}
 	in.Events = l.batch()
+}
+
+// carryLazily (version 9) puts the events a lazy carrier takes in its
+// input: what carryIn would give a carrier — a suffix after the last
+// carrier not known confirmed, or the whole unconfirmed prefix — leaving
+// the carriers as they are, and the time its activity appends them from.
+func (i *interpreter) carryLazily(in *execution.NodeInput) {
+	l := &i.events
+	first := l.ordinal - len(l.pending) + 1
+	k := 0
+	for k < len(l.carriers) && l.carriers[k] < first {
+		k++ // confirmed
+	}
+	l.carriers = l.carriers[k:]
+	from := l.firstUnsent()
+	in.CarryLazyUntil = l.pending[from].At.Add(i.deferMaxAge())
+	if n := len(l.carriers); n > 0 && n < maxSuffixChain && l.carriers[n-1] < l.ordinal {
+		if c, ok := execution.CompactBatchOf(l.runID, l.pending[from:], l.update, l.ordinal); ok {
+			c.After = l.carriers[n-1]
+			in.Suffix = c
+			l.lazy = l.ordinal
+			return
+		}
+	}
+	if c, ok := execution.CompactBatchOf(l.runID, l.pending, l.update, l.ordinal); ok {
+		in.Carried = c
+		l.lazy = l.ordinal
+		return
+	}
+	// The plain form is never lazy: it goes as any carrier's.
+	in.CarryLazyUntil = time.Time{}
+	l.carriers = append(l.carriers[:0], l.ordinal)
+	in.Events = l.batch()
+}
+
+// lazyEnded (version 9): the lazy carrier given events through ordinal
+// through ended. If it was the latest, no attempt in flight holds events
+// lazily any more: what it did not append (its result confirms what it
+// did) is unsent again, for the next carrier or flush.
+func (l *eventLog) lazyEnded(through int) {
+	if l.lazy == through {
+		l.lazy = 0
+	}
 }
 
 // size approximates the buffer's encoded bytes.
@@ -176,11 +242,19 @@ func (l *eventLog) firstUnsent() int {
 // event before version 8; from version 8 the oldest unsent one, since an
 // event given to a carrier still in flight reaches the log with that
 // carrier's append, not a flush. ok is false when there is none.
+//
+// From version 9 it also skips the events a lazy carrier still running
+// holds (eventLog.lazy): that attempt appends them once they are
+// deferMaxAge old.
 func (i *interpreter) oldestDeferred() (at time.Time, ok bool) {
 	l := &i.events
 	k := 0
 	if i.version >= 8 {
 		k = l.firstUnsent()
+	}
+	if i.version >= 9 && l.lazy > 0 {
+		first := l.ordinal - len(l.pending) + 1
+		k = max(k, min(l.lazy-first+1, len(l.pending)))
 	}
 	if k >= len(l.pending) {
 		return time.Time{}, false
@@ -338,7 +412,7 @@ func (i *interpreter) flush() error {
 // (mayDeferRead).
 func (i *interpreter) flushOrCarry() error {
 	l := &i.events
-	l.carry = false
+	l.carry, l.carryLazy = false, false
 	if !l.rideAlong {
 		return i.flush()
 	}
@@ -383,6 +457,13 @@ func (i *interpreter) flushOrCarry() error {
 		return i.flush()
 	case regular == 1:
 		if i.version >= 8 && i.mayDeferRead(starting, i.now()) {
+			if i.version >= 9 {
+				// The attempt carries them lazily: it appends them itself
+				// if it still runs when the oldest is deferMaxAge old, and
+				// no timer is armed (carryLazily).
+				l.carry, l.carryLazy = l.firstUnsent() < len(l.pending), true
+				return nil
+			}
 			i.armDeferTimer()
 			return nil
 		}
@@ -410,6 +491,12 @@ func (i *interpreter) flushOrCarry() error {
 // same keys. A chain of read actions appends about once per four nodes
 // instead of once per node, and the event stream shows a read node's
 // start up to deferMaxAge (or maxUnsentEvents events) later.
+//
+// From version 9 no timer is armed: the attempt carries the unsent events
+// lazily (carryLazily), and its activity appends them if it still runs
+// when the oldest is deferMaxAge old; a quick read appends nothing and
+// they are unsent again. Every unsent event counts here, those a lazy
+// carrier still running holds too, since this attempt carries them again.
 func (i *interpreter) mayDeferRead(n *node, now time.Time) bool {
 	if n == nil || n.plan.Kind != graph.KindAction || !n.plan.ReadOnly {
 		return false
@@ -422,7 +509,13 @@ func (i *interpreter) mayDeferRead(n *node, now time.Time) bool {
 	if l.update != nil && sent == 0 {
 		return false // the run's update goes out at once; with a carrier in flight it went with it
 	}
-	if at, ok := i.oldestDeferred(); ok && now.Sub(at) >= i.deferMaxAge() {
+	if i.version >= 9 {
+		// Every unsent event counts, those a lazy carrier in flight holds
+		// too: this attempt carries them again (carryLazily).
+		if sent < len(l.pending) && now.Sub(l.pending[sent].At) >= i.deferMaxAge() {
+			return false
+		}
+	} else if at, ok := i.oldestDeferred(); ok && now.Sub(at) >= i.deferMaxAge() {
 		return false
 	}
 	for _, o := range i.nodes {

@@ -162,6 +162,10 @@ type fakes struct {
 	vouched     int
 	answerEarly bool
 	refused     int
+	// lazyAppends and lazyAnswered count the lazily carried batches
+	// (interpreter version 9) appended, and those whose attempt ended
+	// before their time (runLazily).
+	lazyAppends, lazyAnswered int
 	// loseAppendOf names a node whose attempts' carried appends are lost
 	// (the worker died after the attempt answered early): nothing logged.
 	loseAppendOf string
@@ -367,6 +371,9 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 		f.problem("attempt %s/%d: %v", in.NodeID, in.Attempt, err)
 		return execution.NodeResult{}, err
 	}
+	if b != nil && !in.CarryLazyUntil.IsZero() {
+		return f.runLazily(ctx, in, b)
+	}
 	if b != nil {
 		f.mu.Lock()
 		f.batches = append(f.batches, *b)
@@ -397,6 +404,66 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 		return res, err
 	}
 	return f.play(ctx, in)
+}
+
+// runLazily is runNode for events carried lazily (interpreter version 9),
+// like activities.carryLazily: the batch is appended only if the attempt
+// still runs when its oldest event is deferMaxAge old. The test
+// environment's workflow clock stands still while attempts run, so the
+// wait is measured from the attempt's start, taken as the time of the
+// batch's last event (the attempt's node.started). lazyAppends counts the
+// lazy batches appended, lazyAnswered those whose attempt ended first.
+func (f *fakes) runLazily(ctx context.Context, in execution.NodeInput, b *execution.EventBatch) (execution.NodeResult, error) {
+	wait := time.Duration(0)
+	if len(b.Events) > 0 {
+		wait = in.CarryLazyUntil.Sub(b.Events[len(b.Events)-1].At)
+	}
+	in.Events, in.Carried, in.Suffix = nil, nil, nil
+	type outcome struct {
+		res execution.NodeResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := f.play(ctx, in)
+		done <- outcome{res, err}
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case o := <-done:
+		f.mu.Lock()
+		f.lazyAnswered++
+		before := f.vouched
+		f.mu.Unlock()
+		if o.err == nil {
+			o.res.EventsThrough = min(before, b.Through)
+		}
+		return o.res, o.err
+	case <-t.C:
+	}
+	f.mu.Lock()
+	f.batches = append(f.batches, *b)
+	f.lazyAppends++
+	gap := b.After > f.vouched
+	if gap {
+		f.refused++
+	} else {
+		f.vouched = max(f.vouched, b.Through)
+	}
+	f.mu.Unlock()
+	if !gap && (len(b.Events) > 0 || b.Run != nil) {
+		f.appendFrom("lazy", execution.AppendEventsInput{TenantID: in.TenantID, RunID: in.RunID, Events: b.Events, Run: b.Run, Through: b.Through})
+	}
+	o := <-done
+	switch {
+	case o.err != nil:
+	case gap:
+		o.res.EventsRefused = true
+	default:
+		o.res.EventsThrough = b.Through
+	}
+	return o.res, o.err
 }
 
 // readOnly says whether the plan marks the node ReadOnly (risk=read).

@@ -79,7 +79,18 @@ import (
 //	   version 5 timer (events.go, mayDeferRead); from this version the
 //	   deferral's age and that timer count only unsent events
 //	   (oldestDeferred), and a fired timer flushes only if the event it
-//	   was armed for is still unsent.
+//	   was armed for is still unsent;
+//	9: where version 8 would start a read-only action's attempt carrying
+//	   nothing and arm the defer timer, the attempt carries the unsent
+//	   events lazily instead (NodeInput.CarryLazyUntil: the oldest unsent
+//	   event's time plus deferMaxAge) and no timer is armed: its activity
+//	   appends them only if it is still running then, and reports it as
+//	   any carrier does; an attempt that ends first appends nothing and
+//	   its events are unsent again, for the next carrier or flush
+//	   (events.go, carryLazily). A lazy carrier joins no carrier chain
+//	   (the next carrier carries its events again), and a fan-out's
+//	   deferral timer does not wait for the events it holds
+//	   (oldestDeferred).
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -91,7 +102,7 @@ import (
 const changeInterpreterV1 = "weft-interpreter-v1"
 
 // interpreterVersion is the version new executions record.
-const interpreterVersion = 8
+const interpreterVersion = 9
 
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
@@ -196,10 +207,13 @@ type node struct {
 	plan  *graph.PlanNode
 	state execution.NodeState
 
-	start           bool                // an attempt was decided; schedule it after the flush
-	future          workflow.Future     // the running attempt
-	cancel          workflow.CancelFunc // cancels the running attempt only
-	cancelRequested bool                // cancelled by the interpreter; a result is a late one
+	start  bool                // an attempt was decided; schedule it after the flush
+	future workflow.Future     // the running attempt
+	cancel workflow.CancelFunc // cancels the running attempt only
+	// lazyThrough (version 9) is the last ordinal of the events the
+	// running attempt carries lazily (NodeInput.CarryLazyUntil), 0 if none.
+	lazyThrough     int
+	cancelRequested bool // cancelled by the interpreter; a result is a late one
 
 	backoff     time.Duration   // the wait before the next attempt (live mode), or an approval's time left
 	timer       workflow.Future // that wait, once armed
@@ -408,6 +422,11 @@ func (i *interpreter) collect() {
 		if n.future != nil && n.future.IsReady() {
 			var res execution.NodeResult
 			err := n.future.Get(i.work, &res)
+			if n.lazyThrough > 0 {
+				// What it did not append is unsent again (version 9).
+				i.events.lazyEnded(n.lazyThrough)
+				n.lazyThrough = 0
+			}
 			if err == nil {
 				i.events.confirm(res.EventsThrough) // the events it carried are in the log
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,17 +25,28 @@ func readChain(n int) string {
 	return desc + "out output in=" + prev + "\n"
 }
 
+// countTimers counts the timers the workflow starts.
+func countTimers(w *wfTest) *atomic.Int32 {
+	var n atomic.Int32
+	w.env.SetOnTimerScheduledListener(func(string, time.Duration) { n.Add(1) })
+	return &n
+}
+
 // From interpreter version 8 a chain of read actions appends about once
 // per four nodes: r1 carries the run's start (the run update goes out at
-// once), r2-r4 start carrying nothing, r5 carries the twelve events no
-// carrier was given (maxUnsentEvents), r6-r8 nothing, r9 the next twelve,
-// r10 nothing, and the run's end flushes the rest. Version 7 appended
-// with every attempt. The log is the same either way: every event once,
-// in order.
+// once), r2-r4 start without their events carried eagerly, r5 carries the
+// twelve events no carrier was given (maxUnsentEvents), r6-r8 nothing,
+// r9 the next twelve, r10 nothing, and the run's end flushes the rest.
+// Version 7 appended with every attempt. Version 8 armed a deferral timer
+// for r2-r4, r6-r8 and r10; from version 9 those attempts carry the
+// unsent events lazily instead, end before their time and append
+// nothing, and no timer starts. The log is the same every way: every
+// event once, in order.
 func TestReadChainAppendsFewerTimes(t *testing.T) {
 	for _, early := range []bool{false, true} {
 		t.Run(fmt.Sprintf("answerEarly=%v", early), func(t *testing.T) {
 			w := newWF(t, readChain(10), nil)
+			timers := countTimers(w)
 			w.f.answerEarly = early // as a read action's attempt answers before its append commits
 			require.NoError(t, w.run(testParams(execution.ModeLive)))
 			require.Equal(t, []string{"carried", "carried", "carried", "flush"}, w.f.appendSources())
@@ -45,14 +57,26 @@ func TestReadChainAppendsFewerTimes(t *testing.T) {
 			}
 			w.f.mu.Unlock()
 			require.Equal(t, []int{5, maxUnsentEvents, maxUnsentEvents}, sizes)
-			if early {
-				require.Equal(t, []string{"compact", "suffix", "suffix"}, w.f.forms)
-			} else {
-				require.Equal(t, []string{"compact", "compact", "compact"}, w.f.forms)
-			}
+			require.Equal(t, 7, w.f.lazyAnswered, "r2-r4, r6-r8 and r10 carried lazily and ended first")
+			require.Zero(t, w.f.lazyAppends)
+			require.Zero(t, timers.Load(), "no deferral timer")
 			require.Zero(t, w.f.refused)
 			checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 			require.Len(t, loggedEvents(w.f), 1+3+3*10+2+1)
+
+			v8 := newWF(t, readChain(10), nil)
+			v8timers := countTimers(v8)
+			v8.f.answerEarly = early
+			v8.env.OnGetVersion(changeInterpreterV1, workflow.DefaultVersion, interpreterVersion).Return(workflow.Version(8))
+			require.NoError(t, v8.run(testParams(execution.ModeLive)))
+			require.Equal(t, []string{"carried", "carried", "carried", "flush"}, v8.f.appendSources())
+			if early {
+				require.Equal(t, []string{"compact", "suffix", "suffix"}, v8.f.forms)
+			} else {
+				require.Equal(t, []string{"compact", "compact", "compact"}, v8.f.forms)
+			}
+			require.Positive(t, v8timers.Load(), "version 8: a deferral timer")
+			require.Equal(t, loggedEvents(v8.f), loggedEvents(w.f), "the same events, in the same order")
 
 			old := newWF(t, readChain(10), nil)
 			old.f.answerEarly = early
@@ -89,19 +113,36 @@ out output in=c.out
 	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 }
 
-// The deferral's timer bounds how long a read attempt's start waits
-// unsent: r2 runs for longer than deferMaxAge (1 s), and its node.started
-// is flushed while it runs, not at the run's end.
-func TestReadDeferralTimerBoundsAge(t *testing.T) {
-	w := newWF(t, readChain(2), map[string][]step{"r2": {{wait: 1500 * time.Millisecond}}})
-	require.NoError(t, w.run(testParams(execution.ModeLive)))
-	require.Equal(t, []string{"carried", "flush", "flush"}, w.f.appendSources())
-	require.Equal(t, []string{
+// A slow read appends the events it carries lazily itself (version 9):
+// r2 runs for longer than deferMaxAge (1 s), so its activity appends its
+// node.started, and what came before it, while it runs, with no timer,
+// and the interpreter counts them confirmed (the run's end flushes only
+// what came after). Version 8's deferral timer flushed them instead.
+func TestSlowReadAppendsLazilyCarriedEvents(t *testing.T) {
+	want := []string{
 		"run.started", "node.started in", "node.completed in", "edge.taken in.out>r1.in", "node.started r1",
 		"--", "node.completed r1", "edge.taken r1.out>r2.in", "node.started r2",
 		"--", "node.completed r2", "edge.taken r2.out>out.in", "node.started out", "node.completed out", "run.succeeded",
-	}, w.f.flushes())
+	}
+	w := newWF(t, readChain(2), map[string][]step{"r2": {{wait: 1500 * time.Millisecond}}})
+	timers := countTimers(w)
+	require.NoError(t, w.run(testParams(execution.ModeLive)))
+	require.Equal(t, []string{"carried", "lazy", "flush"}, w.f.appendSources())
+	require.Equal(t, want, w.f.flushes())
+	require.Equal(t, 1, w.f.lazyAppends)
+	require.Zero(t, timers.Load())
+	w.f.mu.Lock()
+	last := w.f.appends[len(w.f.appends)-1]
+	w.f.mu.Unlock()
+	require.Equal(t, "node.completed", last.Events[0].Type, "the run's last flush holds nothing r2 appended: confirmed")
 	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
+
+	v8 := newWF(t, readChain(2), map[string][]step{"r2": {{wait: 1500 * time.Millisecond}}})
+	v8.env.OnGetVersion(changeInterpreterV1, workflow.DefaultVersion, interpreterVersion).Return(workflow.Version(8))
+	require.NoError(t, v8.run(testParams(execution.ModeLive)))
+	require.Equal(t, []string{"carried", "flush", "flush"}, v8.f.appendSources(), "version 8: the deferral timer's flush")
+	require.Equal(t, want, v8.f.flushes())
+	checkLog(t, v8.f, "run-1", 1, execution.StatusSucceeded)
 }
 
 // mayDeferRead's bounds: a read-only action only, fewer than
@@ -229,4 +270,49 @@ func loggedEvents(f *fakes) []string {
 		}
 	}
 	return out
+}
+
+// From version 9 a lazy carrier is given the events no carrier was given
+// (a suffix after the last carrier in flight), with the time its activity
+// appends them from (the oldest of them plus deferMaxAge), and joins no
+// carrier chain; a fan-out's deferral timer does not wait for the events
+// it holds, while the next read attempt carries them again; once it ended
+// they are unsent again.
+func TestLazyCarrier(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	i := &interpreter{version: 9, events: eventLog{runID: "r", ordinal: 4}}
+	for k := 1; k <= 4; k++ {
+		i.events.pending = append(i.events.pending, execution.EventDraft{
+			Key: fmt.Sprintf("r/a/1/e%d", k), Type: fmt.Sprintf("e%d", k), NodeID: "a", Attempt: 1, At: t0.Add(time.Duration(k) * 100 * time.Millisecond)})
+	}
+	i.nodes = []*node{{plan: &graph.PlanNode{ID: "read", Kind: graph.KindAction, ReadOnly: true}}}
+	i.events.carriers = []int{2} // 1-2 went to a carrier still in flight
+	i.events.carryLazy = true
+	var in execution.NodeInput
+	i.carryIn(&in)
+	require.NotNil(t, in.Suffix)
+	require.Equal(t, 2, in.Suffix.After)
+	require.Equal(t, 4, in.Suffix.Through)
+	require.Equal(t, t0.Add(300*time.Millisecond+time.Second), in.CarryLazyUntil, "the oldest unsent event's time plus deferMaxAge")
+	require.Equal(t, []int{2}, i.events.carriers, "in no carrier chain")
+	require.Equal(t, 4, i.events.lazy)
+
+	_, ok := i.oldestDeferred()
+	require.False(t, ok, "the lazy carrier bounds 3-4: no deferral timer waits for them")
+	require.True(t, i.mayDeferRead(i.nodes[0], t0.Add(1200*time.Millisecond)))
+	require.False(t, i.mayDeferRead(i.nodes[0], t0.Add(1300*time.Millisecond)), "the age of what the lazy carrier holds counts for the next read")
+
+	i.events.lazyEnded(3)
+	require.Equal(t, 4, i.events.lazy, "a later lazy carrier holds them")
+	i.events.lazyEnded(4)
+	at, ok := i.oldestDeferred()
+	require.True(t, ok)
+	require.Equal(t, t0.Add(300*time.Millisecond), at, "unsent again once it ended")
+
+	i.events.carriers = nil // the prefix when no carrier is in flight
+	in = execution.NodeInput{}
+	i.carryIn(&in)
+	require.NotNil(t, in.Carried)
+	require.Equal(t, t0.Add(100*time.Millisecond+time.Second), in.CarryLazyUntil)
+	require.Empty(t, i.events.carriers)
 }
