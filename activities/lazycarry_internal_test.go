@@ -41,15 +41,15 @@ func TestLazilyCarriedEventsAppendOnlyPastTheirTime(t *testing.T) {
 
 	st := &checkingAppender{}
 	r := newRunAppends(st, newAppendedRuns(8))
-	res, err := withCarriedEvents(answers, r, slog.Default())(ctx, lazyInput(3, time.Now().Add(200*time.Millisecond)))
+	res, err := withCarriedEvents(answers, r, slog.Default())(ctx, lazyInput(3, time.Now().Add(2*time.Second)))
 	require.NoError(t, err)
 	require.Zero(t, res.EventsThrough, "nothing appended")
-	time.Sleep(400 * time.Millisecond) // past its time: still nothing, the attempt returned
+	time.Sleep(2500 * time.Millisecond) // past its time: still nothing, the attempt returned
 	require.Empty(t, st.loggedKeys())
 
 	var during []string
 	slow := func(context.Context, execution.NodeInput) (execution.NodeResult, error) {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(2 * time.Second)
 		during = st.loggedKeys()
 		return execution.NodeResult{Port: "out"}, nil
 	}
@@ -74,7 +74,7 @@ func TestLazilyCarriedEventsAppendOnlyPastTheirTime(t *testing.T) {
 	in := suffixInput(3, 5)
 	in.CarryLazyUntil = time.Now()
 	slowSuffix := func(context.Context, execution.NodeInput) (execution.NodeResult, error) {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(2 * time.Second)
 		return execution.NodeResult{Port: "out"}, nil
 	}
 	res, err = withCarriedEvents(slowSuffix, r3, slog.Default())(ctx, in)

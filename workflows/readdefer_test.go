@@ -43,12 +43,17 @@ func countTimers(w *wfTest) *atomic.Int32 {
 // nothing, and no timer starts. The log is the same every way: every
 // event once, in order.
 func TestReadChainAppendsFewerTimes(t *testing.T) {
+	// A lazy attempt of the fakes appends once deferMaxAge of wall time
+	// has passed (runLazily): a minute, so that no quick attempt of a
+	// loaded machine's test reaches it.
+	params := testParams(execution.ModeLive)
+	params.Durability = &execution.Durability{EventDeferMs: time.Minute.Milliseconds()}
 	for _, early := range []bool{false, true} {
 		t.Run(fmt.Sprintf("answerEarly=%v", early), func(t *testing.T) {
 			w := newWF(t, readChain(10), nil)
 			timers := countTimers(w)
 			w.f.answerEarly = early // as a read action's attempt answers before its append commits
-			require.NoError(t, w.run(testParams(execution.ModeLive)))
+			require.NoError(t, w.run(params))
 			require.Equal(t, []string{"carried", "carried", "carried", "flush"}, w.f.appendSources())
 			w.f.mu.Lock()
 			sizes := []int{}
@@ -68,7 +73,7 @@ func TestReadChainAppendsFewerTimes(t *testing.T) {
 			v8timers := countTimers(v8)
 			v8.f.answerEarly = early
 			v8.env.OnGetVersion(changeInterpreterV1, workflow.DefaultVersion, interpreterVersion).Return(workflow.Version(8))
-			require.NoError(t, v8.run(testParams(execution.ModeLive)))
+			require.NoError(t, v8.run(params))
 			require.Equal(t, []string{"carried", "carried", "carried", "flush"}, v8.f.appendSources())
 			if early {
 				require.Equal(t, []string{"compact", "suffix", "suffix"}, v8.f.forms)
@@ -81,7 +86,7 @@ func TestReadChainAppendsFewerTimes(t *testing.T) {
 			old := newWF(t, readChain(10), nil)
 			old.f.answerEarly = early
 			old.env.OnGetVersion(changeInterpreterV1, workflow.DefaultVersion, interpreterVersion).Return(workflow.Version(7))
-			require.NoError(t, old.run(testParams(execution.ModeLive)))
+			require.NoError(t, old.run(params))
 			require.Len(t, old.f.appendSources(), 11, "version 7: every attempt carried, then the run's end")
 			checkLog(t, old.f, "run-1", 1, execution.StatusSucceeded)
 			require.Equal(t, loggedEvents(old.f), loggedEvents(w.f), "the same events, in the same order")
@@ -114,7 +119,7 @@ out output in=c.out
 }
 
 // A slow read appends the events it carries lazily itself (version 9):
-// r2 runs for longer than deferMaxAge (1 s), so its activity appends its
+// r2 runs for three times deferMaxAge (1 s), so its activity appends its
 // node.started, and what came before it, while it runs, with no timer,
 // and the interpreter counts them confirmed (the run's end flushes only
 // what came after). Version 8's deferral timer flushed them instead.
@@ -124,7 +129,7 @@ func TestSlowReadAppendsLazilyCarriedEvents(t *testing.T) {
 		"--", "node.completed r1", "edge.taken r1.out>r2.in", "node.started r2",
 		"--", "node.completed r2", "edge.taken r2.out>out.in", "node.started out", "node.completed out", "run.succeeded",
 	}
-	w := newWF(t, readChain(2), map[string][]step{"r2": {{wait: 1500 * time.Millisecond}}})
+	w := newWF(t, readChain(2), map[string][]step{"r2": {{wait: 3 * time.Second}}})
 	timers := countTimers(w)
 	require.NoError(t, w.run(testParams(execution.ModeLive)))
 	require.Equal(t, []string{"carried", "lazy", "flush"}, w.f.appendSources())
@@ -137,7 +142,7 @@ func TestSlowReadAppendsLazilyCarriedEvents(t *testing.T) {
 	require.Equal(t, "node.completed", last.Events[0].Type, "the run's last flush holds nothing r2 appended: confirmed")
 	checkLog(t, w.f, "run-1", 1, execution.StatusSucceeded)
 
-	v8 := newWF(t, readChain(2), map[string][]step{"r2": {{wait: 1500 * time.Millisecond}}})
+	v8 := newWF(t, readChain(2), map[string][]step{"r2": {{wait: 3 * time.Second}}})
 	v8.env.OnGetVersion(changeInterpreterV1, workflow.DefaultVersion, interpreterVersion).Return(workflow.Version(8))
 	require.NoError(t, v8.run(testParams(execution.ModeLive)))
 	require.Equal(t, []string{"carried", "flush", "flush"}, v8.f.appendSources(), "version 8: the deferral timer's flush")
