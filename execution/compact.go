@@ -115,6 +115,11 @@ func (c *CompactBatch) Expand(runID string) (*EventBatch, error) {
 		return nil, failure.New(CodeCarriedInvalid, "carried events need the input's run id")
 	}
 	base := c.Base.UTC()
+	if !base.Equal(storedTime(base)) {
+		// CompactBatchOf writes the stored time; a finer base would expand
+		// to times the store cannot keep, so compacting them again differs.
+		return nil, failure.New(CodeCarriedInvalid, "a carried batch's base time %s is finer than a microsecond", base.Format(time.RFC3339Nano))
+	}
 	// Every full key in one string (one allocation); each event's key,
 	// type and node are substrings of it.
 	var sb strings.Builder

@@ -196,6 +196,7 @@ func TestCompactBatchExpandRefuses(t *testing.T) {
 		{`{"base":"2026-12-02T08:00:00Z","events":[{"k":"a/x/node.started"}],"through":1}`, compactRunID, "not a decimal attempt"},
 		{`{"base":"2026-12-02T08:00:00Z","events":[{"k":"a/1/node.started","t":-1}],"through":1}`, compactRunID, "offset -1 µs is out of range"},
 		{`{"base":"2026-12-02T08:00:00Z","events":[{"k":"a/1/node.started","t":9223372036854776}],"through":1}`, compactRunID, "out of range"},
+		{`{"base":"2026-12-02T08:02:13.9666666Z","events":[{"k":"-/0/d"}],"through":1}`, compactRunID, "finer than a microsecond"},
 	} {
 		var b CompactBatch
 		require.NoError(t, json.Unmarshal([]byte(c.doc), &b), c.doc)
