@@ -71,7 +71,7 @@ func (i *interpreter) startAttempt(n *node) {
 		decided := *st
 		in.Approval = &decided // the harness applies it to that call, if still pending
 	}
-	if i.events.carry && !isLocal(n.plan.Kind) {
+	if i.events.carry && !isLocal(n.plan.Kind) && (i.events.carrier == nil || i.events.carrier == n) {
 		i.carryIn(&in) // events.go
 		if !in.CarryLazyUntil.IsZero() {
 			n.lazyThrough = i.events.lazy

@@ -197,6 +197,32 @@ out output in=m.out
 		},
 	},
 	{
+		// Interpreter version 10: a fan-out of read actions starts
+		// without a flush, a carrying the run's start, its update and
+		// both node.started; c ends first, and its workflow task defers
+		// its events and the update a still holds (the fakes see a's
+		// append and the run's last only).
+		name: "fanout-carry", status: execution.StatusSucceeded,
+		desc: `
+in  input
+a   action in=in.out risk=read
+c   action in=in.out risk=read
+m   merge  x=a.out z=c.out
+out output in=m.out
+`,
+		steps: map[string][]step{"a": {{wait: 600 * time.Millisecond}}},
+		want: []string{
+			"run.started", "node.started in", "node.completed in", "edge.taken in.out>a.in", "edge.taken in.out>c.in",
+			"node.started a", "node.started c", "node.completed c", "edge.taken c.out>m.z",
+			"node.completed a", "edge.taken a.out>m.x", "node.started m", "node.completed m", "edge.taken m.out>out.in",
+			"node.started out", "node.completed out", "run.succeeded",
+		},
+		fakes: func(t *testing.T, f *fakes) {
+			require.Equal(t, []string{"carried", "flush"}, f.appendSources(), "a's append and the run's last")
+			require.Equal(t, []string{"a"}, f.carriers)
+		},
+	},
+	{
 		name: "first-output-wins", status: execution.StatusSucceeded,
 		desc: `
 in      input

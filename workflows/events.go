@@ -74,6 +74,10 @@ type eventLog struct {
 	// (keys make that harmless).
 	carryLazy bool
 	lazy      int
+	// carrier (version 10) is the one attempt of this iteration's fan-out
+	// that carries the buffer (fanOutCarrier); nil when every regular
+	// attempt the iteration starts carries it (there is at most one).
+	carrier *node
 }
 
 // maxSuffixChain bounds the carriers in a row whose batches are not known
@@ -412,7 +416,7 @@ func (i *interpreter) flush() error {
 // (mayDeferRead).
 func (i *interpreter) flushOrCarry() error {
 	l := &i.events
-	l.carry, l.carryLazy = false, false
+	l.carry, l.carryLazy, l.carrier = false, false, nil
 	if !l.rideAlong {
 		return i.flush()
 	}
@@ -450,6 +454,12 @@ func (i *interpreter) flushOrCarry() error {
 			return nil
 		}
 		return i.flush()
+	case regular > 1 && i.version >= 10 && l.size() <= carryBudget:
+		if c := i.fanOutCarrier(); c != nil {
+			l.carry, l.carrier = true, c
+			return nil
+		}
+		return i.flush()
 	case regular > 1, regular == 1 && l.size() > carryBudget:
 		// Several carriers would each append the same batch, contending
 		// for the run's row lock, and copy it into every attempt's input:
@@ -470,6 +480,47 @@ func (i *interpreter) flushOrCarry() error {
 		l.carry = true
 	}
 	return nil
+}
+
+// fanOutCarrier (interpreter version 10) is the one attempt of the
+// regular attempts this iteration starts that carries the buffer, or nil
+// when they need a flush first: several of them are not read-only
+// actions' (graph.PlanNode.ReadOnly), or a timer or an approval is in
+// play. The carrier is the one that is not read-only, else the first in
+// compiled order.
+//
+// What it trades: every attempt but a read's must find its node.started
+// in the log before it acts, which its own carried append gives the
+// carrier; a read has no side effects, so its node.started may reach the
+// log after it ran (as from version 8), with the carrier's append, in the
+// interpreter's order. One append instead of a flush in the workflow
+// task that starts the fan-out: nothing on the run's path waits for a
+// commit. If the carrier's append is lost or refused, or the carrier
+// fails, the events are unsent again (collect) and the next carrier or
+// flush appends them, as for any carrier.
+func (i *interpreter) fanOutCarrier() *node {
+	var first, write *node
+	for _, n := range i.nodes {
+		if n.timer != nil || n.decided != nil || n.deciding || awaitingApproval(n) {
+			return nil
+		}
+		if !n.start || isLocal(n.plan.Kind) {
+			continue
+		}
+		if first == nil {
+			first = n
+		}
+		if n.plan.Kind != graph.KindAction || !n.plan.ReadOnly {
+			if write != nil {
+				return nil
+			}
+			write = n
+		}
+	}
+	if write != nil {
+		return write
+	}
+	return first
 }
 
 // mayDeferRead (interpreter version 8; now is workflow time) says whether
@@ -556,7 +607,13 @@ func (i *interpreter) deferMaxAge() time.Duration {
 // up to deferMaxAge later than its own workflow task, for one commit less.
 func (i *interpreter) mayDefer(now time.Time) bool {
 	l := &i.events
-	if l.update != nil || l.size() > carryBudget {
+	if l.size() > carryBudget {
+		return false
+	}
+	// The run's update goes out at once; from version 10 a carrier in
+	// flight that holds it (a fan-out's, whose reads answered first) is
+	// as good.
+	if l.update != nil && (i.version < 10 || l.firstUnsent() == 0) {
 		return false
 	}
 	if at, ok := i.oldestDeferred(); ok && now.Sub(at) >= i.deferMaxAge() {

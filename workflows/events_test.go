@@ -79,8 +79,10 @@ out output in=a.out
 	}, w.f.flushes())
 }
 
-// An iteration that starts several activities flushes instead: each
-// would append the same batch, contending for the run's row lock.
+// An iteration that starts several activities with side effects flushes
+// instead: each would append the same batch, contending for the run's row
+// lock (a fan-out of read actions carries with one attempt from
+// interpreter version 10: fanoutcarry_test.go).
 func TestFanOutFlushesInsteadOfCarrying(t *testing.T) {
 	w := newWF(t, `
 in  input

@@ -154,6 +154,8 @@ type fakes struct {
 	// worker of the release before version 6 does, blind to Carried.
 	forms           []string
 	previousRelease bool
+	// carriers: per carried batch, the node whose attempt carried it.
+	carriers []string
 	// vouched is the store's runs.events_through (migration 00026): the
 	// ordinal through which carried appends vouched for the whole log; a
 	// suffix (NodeInput.Suffix) after a later ordinal is refused. With
@@ -355,15 +357,20 @@ func (f *fakes) runNode(ctx context.Context, in execution.NodeInput) (execution.
 			f.lean++
 		}
 	}
-	switch {
-	case f.previousRelease:
+	if f.previousRelease {
 		in.Carried, in.Suffix = nil, nil // unknown members to its decoder
-	case in.Suffix != nil:
-		f.forms = append(f.forms, "suffix")
-	case in.Carried != nil:
-		f.forms = append(f.forms, "compact")
-	case in.Events != nil:
-		f.forms = append(f.forms, "plain")
+	} else {
+		if in.Suffix != nil || in.Carried != nil || in.Events != nil {
+			f.carriers = append(f.carriers, in.NodeID)
+		}
+		switch {
+		case in.Suffix != nil:
+			f.forms = append(f.forms, "suffix")
+		case in.Carried != nil:
+			f.forms = append(f.forms, "compact")
+		case in.Events != nil:
+			f.forms = append(f.forms, "plain")
+		}
 	}
 	f.mu.Unlock()
 	b, err := in.CarriedEvents()

@@ -90,7 +90,16 @@ import (
 //	   (events.go, carryLazily). A lazy carrier joins no carrier chain
 //	   (the next carrier carries its events again), and a fan-out's
 //	   deferral timer does not wait for the events it holds
-//	   (oldestDeferred).
+//	   (oldestDeferred);
+//	10: an iteration that starts several regular attempts, at most one of
+//	   them not a read-only action's (a fan-out of read actions), lets one
+//	   of them carry the buffered events instead of flushing them first:
+//	   the one that is not read-only, else the first in compiled order;
+//	   the others carry nothing, so a read may run before its node.started
+//	   is in the log, as one may since version 8 (events.go,
+//	   fanOutCarrier); and an iteration that starts nothing may defer the
+//	   run's first update once a carrier in flight holds it, as it defers
+//	   events (mayDefer).
 //
 // To change the interpreter:
 //  1. raise interpreterVersion and document the new version above;
@@ -102,7 +111,7 @@ import (
 const changeInterpreterV1 = "weft-interpreter-v1"
 
 // interpreterVersion is the version new executions record.
-const interpreterVersion = 9
+const interpreterVersion = 10
 
 // changeActivityPerKind: node attempts run as their kind's activity type
 // (execution.NodeActivity, e.g. weft.Action, weft.Gate) instead of the
