@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,7 +45,9 @@ type appendAnswer struct {
 // migrated to the latest, and the answers, the event rows, the run rows
 // (updated_at aside) and the approvals must match. Since migration 00026
 // the latest database answers through the third signature, with no
-// carried ordinals (what a flush sends): it must write the same.
+// carried ordinals (what a flush sends): it must write the same. Since
+// migration 00029 that signature inserts a call's events in one statement
+// (00028's database, the loop's last, is compared too).
 func TestAppendEventsOneRunUpdateWritesWhat00023Wrote(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -58,7 +62,7 @@ func TestAppendEventsOneRunUpdateWritesWhat00023Wrote(t *testing.T) {
 		}
 		return &store.Store{Pool: pool}
 	}
-	before, after := open(24), open(0)
+	before, prev, after := open(24), open(28), open(0)
 
 	const tenant = "t1"
 	runs := []string{"00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b", "00000000-0000-4000-8000-00000000000c"}
@@ -154,14 +158,75 @@ func TestAppendEventsOneRunUpdateWritesWhat00023Wrote(t *testing.T) {
 			FROM approvals ORDER BY run_id, node_id, request`
 	)
 
-	wantAnswers, gotAnswers := play(before), play(after)
-	require.Equal(t, wantAnswers, gotAnswers)
+	wantAnswers := play(before)
 	want := rows(before, eventRows)
 	require.Len(t, want, 11) // the script appends eleven events: the test is not comparing two empty logs
-	require.Equal(t, want, rows(after, eventRows))
-	require.Equal(t, rows(before, runRows), rows(after, runRows))
-	require.Equal(t, rows(before, approvalRows), rows(after, approvalRows))
-	for _, id := range runs {
-		require.NoError(t, after.VerifyChain(ctx, tenant, id), "run %s", id)
+	for _, st := range []*store.Store{prev, after} {
+		require.Equal(t, wantAnswers, play(st))
+		require.Equal(t, want, rows(st, eventRows))
+		require.Equal(t, rows(before, runRows), rows(st, runRows))
+		require.Equal(t, rows(before, approvalRows), rows(st, approvalRows))
+		for _, id := range runs {
+			require.NoError(t, st.VerifyChain(ctx, tenant, id), "run %s", id)
+		}
 	}
+}
+
+// Migration 00029 replaces the third signature's body (one INSERT per
+// call); rolled back to 00028 the body is 00027's again, body for body, and
+// up again 00029's; the older signatures keep theirs throughout. What each
+// body writes is compared in TestAppendEventsOneRunUpdateWritesWhat00023Wrote.
+func TestAppendEventsOneInsertMigrationUpAndDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := testinfra.NewStore(t)
+	body := func(file string) string {
+		t.Helper()
+		raw, err := os.ReadFile("migrations/" + file)
+		require.NoError(t, err)
+		up, _, _ := strings.Cut(string(raw), "-- +goose Down")
+		_, fn, ok := strings.Cut(up, "LANGUAGE plpgsql AS $$")
+		require.True(t, ok, file)
+		fn, _, ok = strings.Cut(fn, "$$;")
+		require.True(t, ok, file)
+		return fn
+	}
+	installed := func() (third string, others []string) {
+		t.Helper()
+		r, err := st.Pool.Query(ctx, `SELECT pronargs, prosrc FROM pg_proc WHERE proname = 'weft_append_events' ORDER BY pronargs`)
+		require.NoError(t, err)
+		defer r.Close()
+		for r.Next() {
+			var n int
+			var src string
+			require.NoError(t, r.Scan(&n, &src))
+			if n == 22 {
+				third = src
+			} else {
+				others = append(others, src)
+			}
+		}
+		require.NoError(t, r.Err())
+		return third, others
+	}
+	appendOne := func() {
+		t.Helper()
+		run := createRun(t, st, "t1").RunID
+		require.NoError(t, st.AppendEvents(ctx, "t1", run, []execution.EventDraft{{Key: run + "/a/1/node.started",
+			Type: execution.EventNodeStarted, NodeID: "a", Attempt: 1, At: t0, Data: json.RawMessage(`{}`)}}, nil))
+		require.NoError(t, st.VerifyChain(ctx, "t1", run))
+	}
+
+	third, others := installed()
+	require.Equal(t, body("00029_append_events_one_insert.sql"), third)
+	appendOne()
+	require.NoError(t, store.MigrateTo(ctx, st.Pool, 28))
+	rolled, rolledOthers := installed()
+	require.Equal(t, body("00027_notify_watched_runs.sql"), rolled, "rolled back: 00027's body")
+	require.Equal(t, others, rolledOthers)
+	appendOne()
+	require.NoError(t, store.Migrate(ctx, st.Pool))
+	third, _ = installed()
+	require.Equal(t, body("00029_append_events_one_insert.sql"), third)
+	appendOne()
 }

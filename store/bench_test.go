@@ -413,3 +413,38 @@ func BenchmarkRunRecording50(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendFlush32 is a run's final flush: one append of 32 events
+// (store.ChainDrafts(14)) with the terminal status, to a fresh run, through
+// weft_append_events as migration 00027 left it (a probe and an INSERT per
+// event) and as 00029 makes it (one probe, one INSERT), in one run of the
+// benchmark so the two are compared on the same machine state:
+//
+//	go test ./store -run '^$' -bench AppendFlush32 -count 6
+func BenchmarkAppendFlush32(b *testing.B) {
+	ctx := context.Background()
+	drafts := store.ChainDrafts(14)
+	out := execution.Value{Inline: json.RawMessage(`{"n":1}`)}
+	for _, c := range []struct {
+		name    string
+		version int64
+	}{{"00027", 28}, {"00029", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			st := testinfra.NewStore(b)
+			if c.version > 0 {
+				if err := store.MigrateTo(ctx, st.Pool, c.version); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				run := newRunTB(b, st, "bench")
+				b.StartTimer()
+				if err := st.AppendEvents(ctx, "bench", run, drafts, &execution.RunUpdate{Status: execution.StatusSucceeded, Output: &out}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
