@@ -180,17 +180,6 @@ func TestAppendEventsOneInsertMigrationUpAndDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := testinfra.NewStore(t)
-	body := func(file string) string {
-		t.Helper()
-		raw, err := os.ReadFile("migrations/" + file)
-		require.NoError(t, err)
-		up, _, _ := strings.Cut(string(raw), "-- +goose Down")
-		_, fn, ok := strings.Cut(up, "LANGUAGE plpgsql AS $$")
-		require.True(t, ok, file)
-		fn, _, ok = strings.Cut(fn, "$$;")
-		require.True(t, ok, file)
-		return fn
-	}
 	installed := func() (third string, others []string) {
 		t.Helper()
 		r, err := st.Pool.Query(ctx, `SELECT pronargs, prosrc FROM pg_proc WHERE proname = 'weft_append_events' ORDER BY pronargs`)
@@ -218,15 +207,30 @@ func TestAppendEventsOneInsertMigrationUpAndDown(t *testing.T) {
 	}
 
 	third, others := installed()
-	require.Equal(t, body("00029_append_events_one_insert.sql"), third)
+	require.Equal(t, migrationFunctionBody(t, "00029_append_events_one_insert.sql"), third)
 	appendOne()
 	require.NoError(t, store.MigrateTo(ctx, st.Pool, 28))
 	rolled, rolledOthers := installed()
-	require.Equal(t, body("00027_notify_watched_runs.sql"), rolled, "rolled back: 00027's body")
+	require.Equal(t, migrationFunctionBody(t, "00027_notify_watched_runs.sql"), rolled, "rolled back: 00027's body")
 	require.Equal(t, others, rolledOthers)
 	appendOne()
 	require.NoError(t, store.Migrate(ctx, st.Pool))
 	third, _ = installed()
-	require.Equal(t, body("00029_append_events_one_insert.sql"), third)
+	require.Equal(t, migrationFunctionBody(t, "00029_append_events_one_insert.sql"), third)
 	appendOne()
+}
+
+// migrationFunctionBody is the body (between "LANGUAGE plpgsql AS $$" and
+// "$$;") of the first function a migration file's Up section creates: what
+// pg_proc.prosrc holds once it is applied.
+func migrationFunctionBody(t *testing.T, file string) string {
+	t.Helper()
+	raw, err := os.ReadFile("migrations/" + file)
+	require.NoError(t, err)
+	up, _, _ := strings.Cut(string(raw), "-- +goose Down")
+	_, fn, ok := strings.Cut(up, "LANGUAGE plpgsql AS $$")
+	require.True(t, ok, file)
+	fn, _, ok = strings.Cut(fn, "$$;")
+	require.True(t, ok, file)
+	return fn
 }

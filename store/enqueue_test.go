@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -568,17 +567,6 @@ func TestEnqueueRunCheckedMigrationUpAndDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := testinfra.NewStore(t)
-	body := func(file string) string {
-		t.Helper()
-		raw, err := os.ReadFile("migrations/" + file)
-		require.NoError(t, err)
-		up, _, _ := strings.Cut(string(raw), "-- +goose Down")
-		_, fn, ok := strings.Cut(up, "LANGUAGE plpgsql AS $$")
-		require.True(t, ok, file)
-		fn, _, ok = strings.Cut(fn, "$$;")
-		require.True(t, ok, file)
-		return fn
-	}
 	installed := func() string {
 		t.Helper()
 		var src string
@@ -660,13 +648,13 @@ func TestEnqueueRunCheckedMigrationUpAndDown(t *testing.T) {
 		return out
 	}
 
-	require.Equal(t, body("00028_enqueue_run_one_function.sql"), installed())
+	require.Equal(t, migrationFunctionBody(t, "00028_enqueue_run_one_function.sql"), installed())
 	after := scenario("t-after")
 	require.NoError(t, store.MigrateTo(ctx, st.Pool, 27))
-	require.Equal(t, body("00024_enqueue_run_checked.sql"), installed(), "rolled back: 00024's body")
+	require.Equal(t, migrationFunctionBody(t, "00024_enqueue_run_checked.sql"), installed(), "rolled back: 00024's body")
 	before := scenario("t-before")
 	require.NoError(t, store.Migrate(ctx, st.Pool))
-	require.Equal(t, body("00028_enqueue_run_one_function.sql"), installed())
+	require.Equal(t, migrationFunctionBody(t, "00028_enqueue_run_one_function.sql"), installed())
 	again := scenario("t-again")
 	require.Equal(t, before, after)
 	require.Equal(t, before, again)
