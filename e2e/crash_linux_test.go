@@ -522,9 +522,7 @@ const betweenGraph = `{
 func TestDrillWorkerKilledBetweenCompletionAndAppend(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	first := e.spawnWorker() // publishes the drill actions
-	first.kill(syscall.SIGTERM, 30*time.Second)
-	e.publish("between", betweenGraph)
+	e.publishDrill("between", betweenGraph)
 	for _, ms := range []int{0, 15, 60} {
 		marker := filepath.Join(t.TempDir(), "died")
 		w := e.spawnWorker(dieMarkerEnv + "=" + marker)
@@ -571,9 +569,7 @@ func TestDrillWorkerKilledBetweenCompletionAndAppend(t *testing.T) {
 func TestDrillWorkerKilledBeforeCarriedEventsCommit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	first := e.spawnWorker() // publishes the drill actions
-	first.kill(syscall.SIGTERM, 30*time.Second)
-	e.publish("between", betweenGraph)
+	e.publishDrill("between", betweenGraph)
 	marker := filepath.Join(t.TempDir(), "died")
 	w := e.spawnWorker(dieMarkerEnv + "=" + marker)
 
@@ -675,9 +671,7 @@ const reexecGraph = `{
 func TestDrillFlushOfATaskExecutedAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	first := e.spawnWorker() // publishes the drill actions
-	first.kill(syscall.SIGTERM, 30*time.Second)
-	e.publish("reexec", reexecGraph)
+	e.publishDrill("reexec", reexecGraph)
 	w := e.spawnWorker()
 	ctx := context.Background()
 	// Naps long enough that, on a loaded machine, the lock is taken before
@@ -707,11 +701,7 @@ func TestDrillFlushOfATaskExecutedAgain(t *testing.T) {
 		return slices.Contains(e.eventTypes(id), execution.EventNodeCompleted+" b")
 	}, 2*time.Minute, 50*time.Millisecond, "the dead worker's flush never committed: %v", e.eventTypes(id))
 
-	next := e.spawnWorker()
-	v := e.wait(id, 3*time.Minute)
-	require.Equal(t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
-	e.checkChain(id)
-	seen := e.requireEachEventOnce(id)
+	seen := e.recoverOnce(id, 3*time.Minute)
 	require.Equal(t, 1, seen[fmt.Sprintf("%s #0", execution.EventRunStarted)], "run.started: %v", seen)
 	require.Equal(t, 1, seen[fmt.Sprintf("%s a#1 r1", execution.EventNodeAttemptLeaseLost)], "a's lost lease: %v", seen)
 	for _, node := range []string{"in", "a", "b", "c", "d", "m", "out"} {
@@ -720,7 +710,29 @@ func TestDrillFlushOfATaskExecutedAgain(t *testing.T) {
 	for _, to := range []string{"c.in", "d.in"} {
 		require.Equal(t, 1, seen[fmt.Sprintf("%s b#1 b.out>%s", execution.EventEdgeTaken, to)], "b's edge to %s: %v", to, seen)
 	}
+}
+
+// publishDrill publishes graph under key once the drill actions are: a
+// first worker publishes them as it starts, and stops.
+func (e *env) publishDrill(key, graph string) {
+	e.t.Helper()
+	first := e.spawnWorker() // publishes the drill actions
+	first.kill(syscall.SIGTERM, 30*time.Second)
+	e.publish(key, graph)
+}
+
+// recoverOnce runs the next worker until the run id succeeds (within
+// timeout), checks its chain and that its log holds each event once, stops
+// that worker, and returns the events so named (requireEachEventOnce).
+func (e *env) recoverOnce(id string, timeout time.Duration) map[string]int {
+	e.t.Helper()
+	next := e.spawnWorker() // a failed check leaves it to the test's cleanup
+	v := e.wait(id, timeout)
+	require.Equal(e.t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
+	e.checkChain(id)
+	seen := e.requireEachEventOnce(id)
 	next.kill(syscall.SIGTERM, 30*time.Second)
+	return seen
 }
 
 // requireEachEventOnce fails if the run's log holds an event twice: two
@@ -794,9 +806,7 @@ func TestDrillWorkerKilledWithDeferredEvents(t *testing.T) {
 	// time it needs on a loaded machine.
 	e.cfg.Durability.EventDeferMs = (2 * time.Minute).Milliseconds()
 	e.serveAPI(e.st)
-	first := e.spawnWorker() // publishes the drill actions
-	first.kill(syscall.SIGTERM, 30*time.Second)
-	e.publish("deferred", deferGraph)
+	e.publishDrill("deferred", deferGraph)
 	w := e.spawnWorker()
 	id := e.run("deferred", map[string]any{"long": 20000, "short": 1000})
 	// The first workflow task completed after an activity's completion is
@@ -820,16 +830,11 @@ func TestDrillWorkerKilledWithDeferredEvents(t *testing.T) {
 	require.Equal(t, 2, markers, "the version and the plan's markers only: the fan-out was not flushed")
 	w.kill(syscall.SIGKILL, 30*time.Second)
 
-	next := e.spawnWorker()
-	v := e.wait(id, 4*time.Minute)
-	require.Equal(t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
-	e.checkChain(id)
-	seen := e.requireEachEventOnce(id)
+	seen := e.recoverOnce(id, 4*time.Minute)
 	for _, node := range []string{"in", "a", "b", "m", "out"} {
 		require.Equal(t, 1, seen[fmt.Sprintf("%s %s#1", execution.EventNodeCompleted, node)], "%s completed once: %v", node, seen)
 	}
 	require.Equal(t, 1, seen[fmt.Sprintf("%s b#1 b.out>m.b", execution.EventEdgeTaken)], "b's edge: %v", seen)
-	next.kill(syscall.SIGTERM, 30*time.Second)
 }
 
 // readDeferGraph: two naps in a row, both core.sleep (risk read): r
@@ -868,9 +873,7 @@ func TestDrillWorkerKilledWithADeferredReadStart(t *testing.T) {
 	// time.
 	e.cfg.Durability.EventDeferMs = (2 * time.Minute).Milliseconds()
 	e.serveAPI(e.st)
-	first := e.spawnWorker() // publishes the drill actions
-	first.kill(syscall.SIGTERM, 30*time.Second)
-	e.publish("read-defer", readDeferGraph)
+	e.publishDrill("read-defer", readDeferGraph)
 	w := e.spawnWorker()
 	id := e.run("read-defer", map[string]any{"short": 100})
 	// The first workflow task completed after an activity's completion is
@@ -884,15 +887,10 @@ func TestDrillWorkerKilledWithADeferredReadStart(t *testing.T) {
 	require.NotContains(t, types, execution.EventNodeStarted+" s", "s started carrying nothing, or carrying it lazily: %v", types)
 	w.kill(syscall.SIGKILL, 30*time.Second)
 
-	next := e.spawnWorker()
-	v := e.wait(id, 4*time.Minute)
-	require.Equal(t, execution.StatusSucceeded, v.Status, "%v", e.eventTypes(id))
-	e.checkChain(id)
-	seen := e.requireEachEventOnce(id)
+	seen := e.recoverOnce(id, 4*time.Minute)
 	for _, node := range []string{"in", "r", "out"} {
 		require.Equal(t, 1, seen[fmt.Sprintf("%s %s#1", execution.EventNodeCompleted, node)], "%s completed once: %v", node, seen)
 	}
 	require.Equal(t, 1, seen[fmt.Sprintf("%s s#1", execution.EventNodeStarted)], "s's start: %v", seen)
 	require.Equal(t, 1, seen[fmt.Sprintf("%s r#1 r.out>s.in", execution.EventEdgeTaken)], "r's edge: %v", seen)
-	next.kill(syscall.SIGTERM, 30*time.Second)
 }
