@@ -149,12 +149,7 @@ func (i *interpreter) carryIn(in *execution.NodeInput) {
 		return
 	}
 	if i.version >= 7 {
-		first := l.ordinal - len(l.pending) + 1
-		k := 0
-		for k < len(l.carriers) && l.carriers[k] < first {
-			k++ // confirmed
-		}
-		l.carriers = l.carriers[k:]
+		first := l.dropConfirmedCarriers()
 		if n := len(l.carriers); n > 0 && n < maxSuffixChain && l.carriers[n-1] < l.ordinal {
 			sent := l.carriers[n-1]
 			if c, ok := execution.CompactBatchOf(l.runID, l.pending[sent-first+1:], l.update, l.ordinal); ok {
@@ -182,12 +177,7 @@ func (i *interpreter) carryIn(in *execution.NodeInput) {
 // the carriers as they are, and the time its activity appends them from.
 func (i *interpreter) carryLazily(in *execution.NodeInput) {
 	l := &i.events
-	first := l.ordinal - len(l.pending) + 1
-	k := 0
-	for k < len(l.carriers) && l.carriers[k] < first {
-		k++ // confirmed
-	}
-	l.carriers = l.carriers[k:]
+	l.dropConfirmedCarriers()
 	from := l.firstUnsent()
 	in.CarryLazyUntil = l.pending[from].At.Add(i.deferMaxAge())
 	if n := len(l.carriers); n > 0 && n < maxSuffixChain && l.carriers[n-1] < l.ordinal {
@@ -207,6 +197,19 @@ func (i *interpreter) carryLazily(in *execution.NodeInput) {
 	in.CarryLazyUntil = time.Time{}
 	l.carriers = append(l.carriers[:0], l.ordinal)
 	in.Events = l.batch()
+}
+
+// dropConfirmedCarriers forgets the carriers whose batches are confirmed
+// (their last ordinal is before the first buffered event) and returns the
+// first buffered event's ordinal.
+func (l *eventLog) dropConfirmedCarriers() (first int) {
+	first = l.ordinal - len(l.pending) + 1
+	k := 0
+	for k < len(l.carriers) && l.carriers[k] < first {
+		k++
+	}
+	l.carriers = l.carriers[k:]
+	return first
 }
 
 // lazyEnded (version 9): the lazy carrier given events through ordinal
@@ -482,6 +485,19 @@ func (i *interpreter) flushOrCarry() error {
 	return nil
 }
 
+// readOnlyAction says whether n is an action node whose action only reads
+// (graph.PlanNode.ReadOnly: risk read, no side effects).
+func (n *node) readOnlyAction() bool {
+	return n.plan.Kind == graph.KindAction && n.plan.ReadOnly
+}
+
+// timerOrDecisionInPlay says whether n waits on a timer (a retry's backoff,
+// a re-dispatch, an approval's timeout) or on a decision: an iteration then
+// neither defers the buffer nor lets a fan-out carry it.
+func (n *node) timerOrDecisionInPlay() bool {
+	return n.timer != nil || n.decided != nil || n.deciding || awaitingApproval(n)
+}
+
 // fanOutCarrier (interpreter version 10) is the one attempt of the
 // regular attempts this iteration starts that carries the buffer, or nil
 // when they need a flush first: several of them are not read-only
@@ -501,7 +517,7 @@ func (i *interpreter) flushOrCarry() error {
 func (i *interpreter) fanOutCarrier() *node {
 	var first, write *node
 	for _, n := range i.nodes {
-		if n.timer != nil || n.decided != nil || n.deciding || awaitingApproval(n) {
+		if n.timerOrDecisionInPlay() {
 			return nil
 		}
 		if !n.start || isLocal(n.plan.Kind) {
@@ -510,7 +526,7 @@ func (i *interpreter) fanOutCarrier() *node {
 		if first == nil {
 			first = n
 		}
-		if n.plan.Kind != graph.KindAction || !n.plan.ReadOnly {
+		if !n.readOnlyAction() {
 			if write != nil {
 				return nil
 			}
@@ -549,7 +565,7 @@ func (i *interpreter) fanOutCarrier() *node {
 // they are unsent again. Every unsent event counts here, those a lazy
 // carrier still running holds too, since this attempt carries them again.
 func (i *interpreter) mayDeferRead(n *node, now time.Time) bool {
-	if n == nil || n.plan.Kind != graph.KindAction || !n.plan.ReadOnly {
+	if n == nil || !n.readOnlyAction() {
 		return false
 	}
 	l := &i.events
@@ -570,7 +586,7 @@ func (i *interpreter) mayDeferRead(n *node, now time.Time) bool {
 		return false
 	}
 	for _, o := range i.nodes {
-		if o.timer != nil || o.decided != nil || o.deciding || awaitingApproval(o) {
+		if o.timerOrDecisionInPlay() {
 			return false
 		}
 	}
@@ -622,7 +638,7 @@ func (i *interpreter) mayDefer(now time.Time) bool {
 	running := false
 	for _, n := range i.nodes {
 		switch {
-		case n.timer != nil, n.decided != nil, n.deciding, awaitingApproval(n):
+		case n.timerOrDecisionInPlay():
 			return false
 		case n.future != nil && !isLocal(n.plan.Kind):
 			running = true
