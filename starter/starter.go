@@ -580,21 +580,7 @@ func (s *Starter) start(ctx context.Context, run store.Run) (string, error) {
 		Durability:  &durable,
 		LeanInputs:  s.lean,
 	}
-	opts := client.StartWorkflowOptions{
-		ID:                       run.WorkflowID,
-		TaskQueue:                s.taskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			execution.KeyTenant.ValueSet(run.TenantID),
-			execution.KeyWorkflowKey.ValueSet(run.WorkflowKey),
-			execution.KeyMode.ValueSet(run.Mode),
-			execution.KeyRevision.ValueSet(int64(run.Revision)),
-		),
-		EnableEagerStart: s.eager,
-		StaticSummary:    runSummary(run),
-		StaticDetails:    fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
-	}
+	opts := StartOptions(run, s.taskQueue, s.eager)
 	// The run row learns its Temporal run id from the interpreter's first
 	// append (RunUpdate.TemporalRunID), not from a write here. The SDK's
 	// payload visitor needs ~24 KiB of stack: taken in one growth (stack.go).
@@ -604,6 +590,28 @@ func (s *Starter) start(ctx context.Context, run store.Run) (string, error) {
 		return "", err
 	}
 	return wr.GetRunID(), nil
+}
+
+// StartOptions are the options a run's workflow starts with: its id (one
+// execution per binding however often it is started), the run's search
+// attributes (SPEC §10), and the summary and details the Web UI shows.
+// weftbench starts with them too, to tell their cost from weft's own.
+func StartOptions(run store.Run, taskQueue string, eager bool) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       run.WorkflowID,
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			execution.KeyTenant.ValueSet(run.TenantID),
+			execution.KeyWorkflowKey.ValueSet(run.WorkflowKey),
+			execution.KeyMode.ValueSet(run.Mode),
+			execution.KeyRevision.ValueSet(int64(run.Revision)),
+		),
+		EnableEagerStart: eager,
+		StaticSummary:    runSummary(run),
+		StaticDetails:    fmt.Sprintf("run %s · origin %s · actor %s", run.RunID, run.Origin.Kind, run.Actor.Sub),
+	}
 }
 
 // inputValue is the run input as the workflow receives it: inline, or a

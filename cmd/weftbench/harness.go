@@ -441,6 +441,9 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 	}{
 		{"weft: POST /v1/workflows/chain10/runs", func(ctx context.Context, idem string) (time.Duration, error) { return tuned.enqueueIdle(ctx, idem) }},
 		{"raw SDK: client.ExecuteWorkflow", func(ctx context.Context, idem string) (time.Duration, error) { return tuned.startIdle(ctx, idem) }},
+		{"raw SDK with weft's start options", func(ctx context.Context, idem string) (time.Duration, error) {
+			return tuned.startIdleWeftOptions(ctx, idem)
+		}},
 	}
 	enqResults := make([][]burstResult, len(enqSides))
 	for b := 0; b <= o.EnqueueRounds; b++ {
@@ -785,6 +788,20 @@ func (e *env) startIdle(ctx context.Context, idem string) (time.Duration, error)
 	start := time.Now()
 	_, err := e.split.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "idle-" + idem, TaskQueue: e.idleQueue},
 		handChainName(10), benchInput)
+	return time.Since(start), err
+}
+
+// startIdleWeftOptions starts the hand-written chain onto the idle queue
+// with the options weft starts a run with (starter.StartOptions: the
+// search attributes, summary and details, the id policies), so the
+// report can tell what those Temporal features cost from what weft's
+// enqueue adds (the API, the run's row, its parameters).
+func (e *env) startIdleWeftOptions(ctx context.Context, idem string) (time.Duration, error) {
+	start := time.Now()
+	opts := starter.StartOptions(store.Run{RunID: uuid.NewString(), TenantID: e.tenant, WorkflowKey: "chain10", Revision: 1,
+		Mode: string(execution.ModeLive), Origin: execution.Origin{Kind: "api"}, Actor: execution.Actor{Kind: "user", Sub: "bench"},
+		WorkflowID: "idle-options-" + idem}, e.idleQueue, false)
+	_, err := e.split.ExecuteWorkflow(ctx, opts, handChainName(10), benchInput)
 	return time.Since(start), err
 }
 

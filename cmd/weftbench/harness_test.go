@@ -39,7 +39,7 @@ func TestHarnessRuns(t *testing.T) {
 	require.Len(t, rep.Latency, 2*len(workloads())+4, "report = %+v", rep)
 	require.Len(t, rep.Servers, 4, "report = %+v", rep)
 	require.Len(t, rep.Throughput, 2, "report = %+v", rep)
-	require.Len(t, rep.Enqueue, 2, "report = %+v", rep)
+	require.Len(t, rep.Enqueue, 3, "report = %+v", rep)
 	for _, e := range rep.Enqueue {
 		assert.Len(t, e.RunsPerSecond, 2, "%s: one rate per enqueue round", e.Name)
 	}

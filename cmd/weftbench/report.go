@@ -27,7 +27,8 @@ type Report struct {
 	History []HistorySummary
 	// Throughput: weft chain10, hand-written chain10.
 	Throughput []ThroughputSummary
-	// Enqueue: weft's API, the raw SDK start.
+	// Enqueue: weft's API, the raw SDK start, the raw SDK start with
+	// weft's start options.
 	Enqueue []ThroughputSummary
 	// Capacity: weft chain10, hand-written chain10, Options.Capacity at once.
 	Capacity []CapacitySummary
@@ -278,7 +279,7 @@ func (r *Report) write(w io.Writer) {
 	r.writeCPU(w, r.Throughput[0].Name, r.Throughput[0].CPUPerRun, r.Throughput[1].Name, r.Throughput[1].CPUPerRun)
 	fmt.Fprintf(w, "\n### Enqueue: %d starts from %d concurrent clients onto a task queue no worker polls (%d rounds after an unrecorded one, the sides' order alternating)\n\n", o.Enqueues, o.Clients, o.EnqueueRounds)
 	writeThroughput(w, r.Enqueue)
-	r.writeCPU(w, r.Enqueue[0].Name, r.Enqueue[0].CPUPerRun, r.Enqueue[1].Name, r.Enqueue[1].CPUPerRun)
+	r.writeCPU(w, r.Enqueue[0].Name, r.Enqueue[0].CPUPerRun, r.Enqueue[1].Name, r.Enqueue[1].CPUPerRun, r.Enqueue[2:]...)
 	fmt.Fprintf(w, "\n### Worker capacity: %d chain10 runs at once on one worker (two bursts per side, in the order weft, hand-written, hand-written, weft)\n\n", o.Capacity)
 	fmt.Fprintln(w, "| side | node attempts/s | wall per burst |")
 	fmt.Fprintln(w, "| --- | ---: | ---: |")
@@ -344,6 +345,10 @@ func (r *Report) write(w io.Writer) {
 	fmt.Fprintf(w, "- bytes allocated per run weft / hand-written: **%.2fx**; target ≤ 1.50x: %s\n", r.AllocRatio(), verdict(r.AllocRatio() <= 1.5))
 	fmt.Fprintf(w, "- enqueue weft / raw SDK starts: **%.2fx** (medians %.0f vs %.0f starts/s; per-round median %.2fx); target ≥ 0.80x: %s\n",
 		r.EnqueueRatio(), r.Enqueue[0].Median, r.Enqueue[1].Median, r.EnqueuePairedRatio(), verdict(r.EnqueueRatio() >= 0.8))
+	if len(r.Enqueue) == 3 {
+		fmt.Fprintf(w, "  - split: raw SDK starts with weft's start options (search attributes, summary and details, id policies) / raw SDK starts **%.2fx**; weft / raw SDK starts with those options **%.2fx** (the API, the run's row in PostgreSQL, the run's parameters)\n",
+			r.Enqueue[2].Median/r.Enqueue[1].Median, r.Enqueue[0].Median/r.Enqueue[2].Median)
+	}
 	if len(r.Capacity) == 2 {
 		fmt.Fprintf(w, "- worker capacity weft / hand-written: **%.2fx** (%.0f vs %.0f node attempts/s)\n",
 			r.Capacity[0].AttemptsPerSecond/r.Capacity[1].AttemptsPerSecond, r.Capacity[0].AttemptsPerSecond, r.Capacity[1].AttemptsPerSecond)
@@ -369,9 +374,10 @@ func writeThroughput(w io.Writer, ts []ThroughputSummary) {
 	}
 }
 
-// writeCPU writes the CPU per run of two sides (weft's first) and their
-// ratio per process, when measured.
-func (r *Report) writeCPU(w io.Writer, nameA string, a CPUUse, nameB string, b CPUUse) {
+// writeCPU writes the CPU per run of two sides (weft's first), of any
+// more sides after them, and the first two's ratio per process, when
+// measured.
+func (r *Report) writeCPU(w io.Writer, nameA string, a CPUUse, nameB string, b CPUUse, more ...ThroughputSummary) {
 	if !r.CPUMeasured {
 		return
 	}
@@ -385,11 +391,19 @@ func (r *Report) writeCPU(w io.Writer, nameA string, a CPUUse, nameB string, b C
 	}{{nameA, a}, {nameB, b}} {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", s.name, ms(s.c.DevServer), ms(s.c.Postgres), ms(s.c.Self), ms(s.c.Total()))
 	}
+	for _, t := range more {
+		c := t.CPUPerRun
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", t.Name, ms(c.DevServer), ms(c.Postgres), ms(c.Self), ms(c.Total()))
+	}
 	ratio := func(x, y time.Duration) string {
 		if y == 0 {
 			return "-"
 		}
 		return fmt.Sprintf("%.2fx", x.Seconds()/y.Seconds())
 	}
-	fmt.Fprintf(w, "| ratio | %s | %s | %s | %s |\n", ratio(a.DevServer, b.DevServer), ratio(a.Postgres, b.Postgres), ratio(a.Self, b.Self), ratio(a.Total(), b.Total()))
+	label := "ratio"
+	if len(more) > 0 {
+		label = "ratio of the first two"
+	}
+	fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", label, ratio(a.DevServer, b.DevServer), ratio(a.Postgres, b.Postgres), ratio(a.Self, b.Self), ratio(a.Total(), b.Total()))
 }
