@@ -594,7 +594,7 @@ func (s *Starter) start(ctx context.Context, run store.Run) (string, error) {
 
 // StartOptions are the options a run's workflow starts with: its id (one
 // execution per binding however often it is started), the run's search
-// attributes (SPEC §10), and the summary and details the Web UI shows.
+// attributes (SPEC §8), and the summary and details the Web UI shows.
 // weftbench starts with them too, to tell their cost from weft's own.
 func StartOptions(run store.Run, taskQueue string, eager bool) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
