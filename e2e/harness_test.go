@@ -65,7 +65,7 @@ func runHelperWorker() int {
 		return fail(err)
 	}
 	defer st.Close()
-	tc, err := temporalclient.Dial(context.Background(), cfg, logger)
+	tc, err := temporalclient.Dial(context.Background(), cfg, logger, nil)
 	if err != nil {
 		return fail(err)
 	}

@@ -21,6 +21,8 @@ type Metrics struct {
 	// NodeDuration observes one node attempt (an activity or local
 	// activity) by node kind and outcome (succeeded, failed, cancelled).
 	NodeDuration *prometheus.HistogramVec
+
+	sdk *sdkMetrics // the Temporal SDK's metrics (Temporal), created on first use
 }
 
 // New builds a registry with the Go runtime and process collectors, weft's
@@ -45,6 +47,7 @@ func New() *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 600},
 		}, []string{"kind", "outcome"}),
 	}
+	m.sdk = newSDKMetrics(reg)
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

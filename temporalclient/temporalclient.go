@@ -59,8 +59,10 @@ func Options(cfg config.Config, logger *slog.Logger) (client.Options, error) {
 }
 
 // Dial connects to Temporal (the SDK checks the server answers) and logs
-// where it connected and how it authenticated, never with what.
-func Dial(ctx context.Context, cfg config.Config, logger *slog.Logger) (client.Client, error) {
+// where it connected and how it authenticated, never with what. The SDK
+// records its worker and client metrics on metrics (metrics.Metrics'
+// Temporal handler, so /metrics serves them); nil records none.
+func Dial(ctx context.Context, cfg config.Config, logger *slog.Logger, metrics client.MetricsHandler) (client.Client, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -68,6 +70,7 @@ func Dial(ctx context.Context, cfg config.Config, logger *slog.Logger) (client.C
 	if err != nil {
 		return nil, err
 	}
+	opts.MetricsHandler = metrics
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("temporalclient: dial %s (namespace %s): %w", cfg.TemporalAddress, cfg.TemporalNamespace, err)

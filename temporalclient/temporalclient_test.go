@@ -100,7 +100,7 @@ func TestDialDevServer(t *testing.T) {
 	cfg := baseConfig(t, map[string]string{"TEMPORAL_ADDRESS": srv.HostPort})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := temporalclient.Dial(ctx, cfg, logger)
+	c, err := temporalclient.Dial(ctx, cfg, logger, nil)
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
@@ -123,7 +123,7 @@ func TestAPIKeyNeverLogged(t *testing.T) {
 	cfg := baseConfig(t, map[string]string{"TEMPORAL_ADDRESS": srv.HostPort, "TEMPORAL_API_KEY": key})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := temporalclient.Dial(ctx, cfg, logger)
+	c, err := temporalclient.Dial(ctx, cfg, logger, nil)
 	if err == nil {
 		c.Close()
 	}

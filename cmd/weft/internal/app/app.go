@@ -82,7 +82,8 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 			return err
 		}
 	}
-	tc, err := temporalclient.Dial(ctx, cfg, logger)
+	m := metrics.New()
+	tc, err := temporalclient.Dial(ctx, cfg, logger, m.Temporal())
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func RunAPI(ctx context.Context, cfg config.Config, migrate bool, logger *slog.L
 	if err != nil {
 		return err
 	}
-	a, err := newAPI(cfg, st, tc, keys, metrics.New(), logger, w)
+	a, err := newAPI(cfg, st, tc, keys, m, logger, w)
 	if err != nil {
 		return err
 	}
@@ -192,11 +193,6 @@ func RunWorker(ctx context.Context, cfg config.Config, migrate bool, logger *slo
 	if err := st.Ping(ctx); err != nil {
 		return fmt.Errorf("worker: postgres: %w", err)
 	}
-	tc, err := temporalclient.Dial(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
 	var m *metrics.Metrics
 	if cfg.MetricsAddr != "" {
 		m = metrics.New()
@@ -206,6 +202,11 @@ func RunWorker(ctx context.Context, cfg config.Config, migrate bool, logger *slo
 		}
 		defer stop()
 	}
+	tc, err := temporalclient.Dial(ctx, cfg, logger, m.Temporal()) // nil m: the SDK records nothing
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
 	w, err := wire(cfg, st, tc, logger, false)
 	if err != nil {
 		return err

@@ -110,15 +110,15 @@ func RunDev(ctx context.Context, cfg config.Config, out io.Writer, logger *slog.
 	if err := store.Migrate(ctx, st.Pool); err != nil {
 		return err
 	}
-	tc, err := temporalclient.Dial(ctx, cfg, logger)
+	// One registry for the whole process: API latency, the worker's node
+	// metrics and the Temporal SDK's are served together at /metrics.
+	m := metrics.New()
+	tc, err := temporalclient.Dial(ctx, cfg, logger, m.Temporal())
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
 
-	// One registry for the whole process: API latency and the worker's node
-	// metrics are served together at /metrics.
-	m := metrics.New()
 	w, err := wire(cfg, st, tc, logger, true) // the worker below polls through tc: eager starts
 	if err != nil {
 		return err
