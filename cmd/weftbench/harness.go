@@ -43,6 +43,7 @@ import (
 	"github.com/weftworks/weft/execution"
 	"github.com/weftworks/weft/internal/testinfra"
 	"github.com/weftworks/weft/internal/testinfra/inproc"
+	"github.com/weftworks/weft/metrics"
 	"github.com/weftworks/weft/starter"
 	"github.com/weftworks/weft/store"
 	"github.com/weftworks/weft/temporalclient"
@@ -149,6 +150,9 @@ type env struct {
 	// cpu measures the CPU its dev server, the bench database's backends
 	// and this process use.
 	cpu *cpuMeter
+	// sdk holds the Temporal SDK's metrics of the worker's client, as
+	// weft's processes record them (metrics.Metrics.Temporal).
+	sdk *metrics.Metrics
 }
 
 // Run runs the benchmark and writes a Markdown report to out; progress
@@ -278,6 +282,10 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		return nil, err
 	}
 	logf("latency: %d rounds of %d configurations", o.Rounds, len(configs))
+	sdkBefore, err := sdkSnapshot(tuned.sdk.Registry)
+	if err != nil {
+		return nil, err
+	}
 	samples := make([][]time.Duration, len(configs))
 	for r := 0; r < o.Rounds; r++ {
 		for k := range configs {
@@ -290,6 +298,11 @@ func Run(ctx context.Context, o Options, out, progress io.Writer) (*Report, erro
 		}
 	}
 	stopProfile(sectionLatency)
+	sdkAfter, err := sdkSnapshot(tuned.sdk.Registry)
+	if err != nil {
+		return nil, err
+	}
+	rep.SDK = sdkDiff(sdkBefore, sdkAfter)
 	for i, c := range configs {
 		rep.Latency = append(rep.Latency, summarize(c.name, samples[i]))
 	}
@@ -559,6 +572,7 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 	args = append(slices.Clone(args), devserver.SearchAttributeArgs()...) // weft's runs carry them; without them starts fail
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	sdk := metrics.New()
 	srv, err := testsuite.StartDevServer(sctx, testsuite.DevServerOptions{
 		ExistingPath: bin,
 		// Uncompressed, as temporalclient dials a loopback address, for
@@ -567,7 +581,8 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 		ClientOptions: &client.Options{Namespace: "default",
 			Logger:            sdklog.NewStructuredLogger(logger.With("component", "temporal-sdk", "server", name)),
 			ConnectionOptions: client.ConnectionOptions{GrpcCompression: &client.GrpcCompressionNone{}},
-			DataConverter:     temporalclient.DataConverter()},
+			DataConverter:     temporalclient.DataConverter(),
+			MetricsHandler:    sdk.Temporal()},
 		LogLevel:  "error",
 		ExtraArgs: args,
 		Stdout:    progress,
@@ -578,7 +593,7 @@ func newEnv(ctx context.Context, name, bin string, args []string, st *store.Stor
 	}
 	slug := strings.NewReplacer(" ", "-", "+", "").Replace(name)
 	e := &env{name: name, srv: srv, tc: srv.Client(), queue: "bench-" + slug, idleQueue: "bench-idle-" + slug,
-		tenant: "bench-" + slug, store: st, cpu: &cpuMeter{devServer: devServerPID(srv.FrontendHostPort()), store: st}}
+		tenant: "bench-" + slug, store: st, cpu: &cpuMeter{devServer: devServerPID(srv.FrontendHostPort()), store: st}, sdk: sdk}
 	fail := func(err error) (*env, error) {
 		e.close()
 		return nil, fmt.Errorf("%s: %w", name, err)

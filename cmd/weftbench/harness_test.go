@@ -62,6 +62,21 @@ func TestHarnessRuns(t *testing.T) {
 	for _, l := range rep.Latency {
 		assert.False(t, len(l.Samples) != 1 || l.Median <= 0, "%s: samples %v", l.Name, l.Samples)
 	}
+	// The SDK's timers over the latency section: both sides' workflow and
+	// activity tasks, and weft's local activities (LoadPlan, the flushes).
+	for _, side := range []bool{true, false} {
+		for _, m := range []string{"workflow_task_execution_latency", "activity_execution_latency"} {
+			got := sdkSide(rep.SDK, m, side, func(a string) bool { return a != "none" || m == "workflow_task_execution_latency" })
+			assert.False(t, got.Count == 0 || got.Sum <= 0, "weft side %v, %s: %+v", side, m, got)
+		}
+	}
+	for _, la := range []string{"weft.LoadPlan", "weft.AppendEvents"} {
+		found := false
+		for _, tm := range rep.SDK {
+			found = found || (tm.Metric == "local_activity_execution_latency" && tm.WorkflowType == weftWorkflowType && tm.ActivityType == la && tm.Count > 0)
+		}
+		assert.True(t, found, "no %s local activity in %+v", la, rep.SDK)
+	}
 	if runtime.GOOS == "linux" {
 		// The dev server is this process's child and the bench database's
 		// backends are local: every side's runs cost some CPU in each.
@@ -75,7 +90,7 @@ func TestHarnessRuns(t *testing.T) {
 		assert.Contains(t, out.String(), "CPU per throughput run weft / hand-written")
 	}
 	for _, want := range []string{"weft / hand-written, chain10", "fanout10", "stock dev server / weft dev's server",
-		"enqueue weft / raw SDK", "node attempts/s", "history events per action node", "load average", "where a run's time goes"} {
+		"enqueue weft / raw SDK", "node attempts/s", "history events per action node", "load average", "where a run's time goes", "Per task, from the Temporal SDK's metrics"} {
 		assert.Contains(t, out.String(), want, "report lacks %q:\n%s", want, out.String())
 	}
 }

@@ -36,6 +36,9 @@ type Report struct {
 	Storage StorageSummary
 	// Spans: where runs spend their time, by history span (Options.Spans).
 	Spans []SpanSummary
+	// SDK: the Temporal SDK's timers over the latency section (tuned
+	// server), by workflow and activity type.
+	SDK []SDKTimer
 	// CPUMeasured says whether the throughput, enqueue and capacity
 	// summaries carry CPU per run (Linux, the dev server's process found).
 	CPUMeasured bool
@@ -256,6 +259,7 @@ func (r *Report) write(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", l.Name, ms(l.Min), ms(l.Median), ms(l.P90), ms(l.Max))
 	}
 
+	writeSDK(w, r.SDK)
 	writeSpans(w, r.Spans)
 
 	fmt.Fprintf(w, "\n### Dev servers under sustained use: hand-written chain10, %d blocks of %d back-to-back runs each, interleaved (ms)\n\n", o.Blocks, o.BlockRuns)
