@@ -22,7 +22,7 @@ type Metrics struct {
 	// activity) by node kind and outcome (succeeded, failed, cancelled).
 	NodeDuration *prometheus.HistogramVec
 
-	sdk *sdkMetrics // the Temporal SDK's metrics (Temporal), created on first use
+	sdkRoot *sdkHandler // the Temporal SDK's handler (Temporal); its metrics are created on first use
 }
 
 // New builds a registry with the Go runtime and process collectors, weft's
@@ -47,7 +47,7 @@ func New() *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 600},
 		}, []string{"kind", "outcome"}),
 	}
-	m.sdk = newSDKMetrics(reg)
+	m.sdkRoot = newSDKHandler(newSDKMetrics(reg), map[string]string{})
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,4 +78,36 @@ func TestTemporalHandlerDropsWhatPrometheusRefuses(t *testing.T) {
 	var none *metrics.Metrics
 	assert.Equal(t, client.MetricsNopHandler, none.Temporal())
 	none.Temporal().Timer("temporal_workflow_task_execution_latency").Record(time.Millisecond)
+}
+
+// TestTemporalHandlerCachesWhatItDerives: the handler the SDK derives for
+// the same tags is the same one (so its metrics are found without
+// allocating), other values make other series, more than three tags
+// still record, and concurrent records all count.
+func TestTemporalHandlerCachesWhatItDerives(t *testing.T) {
+	m := metrics.New()
+	root := m.Temporal()
+	a := root.WithTags(map[string]string{"operation": "Poll", "namespace": "default"})
+	assert.Same(t, a, root.WithTags(map[string]string{"namespace": "default", "operation": "Poll"}))
+	assert.NotSame(t, a, root.WithTags(map[string]string{"namespace": "default", "operation": "Start"}))
+	wide := map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"}
+	root.WithTags(wide).Counter("temporal_wide").Inc(1)
+	root.WithTags(wide).Counter("temporal_wide").Inc(1)
+
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				root.WithTags(map[string]string{"namespace": "default", "operation": "Poll"}).Counter("temporal_request").Inc(1)
+				root.WithTags(map[string]string{"namespace": "default", "operation": "Start"}).Timer("temporal_request_latency").Record(time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	got := scrape(t, m)
+	assert.Contains(t, got, `temporal_wide_total{a="1",b="2",c="3",d="4"} 2`)
+	assert.Contains(t, got, `temporal_request_total{namespace="default",operation="Poll"} 8000`)
+	assert.Contains(t, got, `temporal_request_latency_seconds_count{namespace="default",operation="Start"} 8000`)
 }
