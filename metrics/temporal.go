@@ -219,9 +219,10 @@ func (h *sdkHandler) WithTags(tags map[string]string) client.MetricsHandler {
 	return c
 }
 
-// record returns the metric kind/name on h's tags, made by build on first
-// use and cached on h.
-func (h *sdkHandler) record(kind sdkKind, name string, build func(v *sdkVec) any) any {
+// record returns the metric kind/name on h's tags (an sdkCounterOf,
+// sdkGaugeOf or sdkTimerOf; nil when Prometheus refused it), made on
+// first use and cached on h.
+func (h *sdkHandler) record(kind sdkKind, name string) any {
 	key := sdkKey{kind, name}
 	h.mu.RLock()
 	r, ok := h.records[key]
@@ -229,11 +230,15 @@ func (h *sdkHandler) record(kind sdkKind, name string, build func(v *sdkVec) any
 	if ok {
 		return r
 	}
-	v := h.m.vec(kind, name, h.tags)
-	if v == nil {
-		r = nil
-	} else {
-		r = build(v)
+	if v := h.m.vec(kind, name, h.tags); v != nil {
+		switch lvs := v.values(h.tags); kind {
+		case sdkCounter:
+			r = sdkCounterOf{v.counter.WithLabelValues(lvs...)}
+		case sdkGauge:
+			r = sdkGaugeOf{v.gauge.WithLabelValues(lvs...)}
+		case sdkTimer:
+			r = sdkTimerOf{v.histogram.WithLabelValues(lvs...)}
+		}
 	}
 	h.mu.Lock()
 	h.records[key] = r
@@ -243,9 +248,7 @@ func (h *sdkHandler) record(kind sdkKind, name string, build func(v *sdkVec) any
 
 // Counter implements client.MetricsHandler.
 func (h *sdkHandler) Counter(name string) client.MetricsCounter {
-	if c, ok := h.record(sdkCounter, name, func(v *sdkVec) any {
-		return sdkCounterOf{v.counter.WithLabelValues(v.values(h.tags)...)}
-	}).(client.MetricsCounter); ok {
+	if c, ok := h.record(sdkCounter, name).(client.MetricsCounter); ok {
 		return c
 	}
 	return client.MetricsNopHandler.Counter(name)
@@ -253,9 +256,7 @@ func (h *sdkHandler) Counter(name string) client.MetricsCounter {
 
 // Gauge implements client.MetricsHandler.
 func (h *sdkHandler) Gauge(name string) client.MetricsGauge {
-	if g, ok := h.record(sdkGauge, name, func(v *sdkVec) any {
-		return sdkGaugeOf{v.gauge.WithLabelValues(v.values(h.tags)...)}
-	}).(client.MetricsGauge); ok {
+	if g, ok := h.record(sdkGauge, name).(client.MetricsGauge); ok {
 		return g
 	}
 	return client.MetricsNopHandler.Gauge(name)
@@ -263,9 +264,7 @@ func (h *sdkHandler) Gauge(name string) client.MetricsGauge {
 
 // Timer implements client.MetricsHandler.
 func (h *sdkHandler) Timer(name string) client.MetricsTimer {
-	if t, ok := h.record(sdkTimer, name, func(v *sdkVec) any {
-		return sdkTimerOf{v.histogram.WithLabelValues(v.values(h.tags)...)}
-	}).(client.MetricsTimer); ok {
+	if t, ok := h.record(sdkTimer, name).(client.MetricsTimer); ok {
 		return t
 	}
 	return client.MetricsNopHandler.Timer(name)

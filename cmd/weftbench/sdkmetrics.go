@@ -102,14 +102,14 @@ func writeSDK(w io.Writer, ts []SDKTimer) {
 	if len(ts) == 0 {
 		return
 	}
-	any := func(string) bool { return true }
+	all := func(string) bool { return true }
 	regular := func(a string) bool { return a != "none" }
 	rows := []struct {
 		label, metric string
 		activity      func(string) bool
 	}{
-		{"workflow task: scheduled → started (waits for a poller)", "workflow_task_schedule_to_start_latency", any},
-		{"workflow task: in the worker (local activities included)", "workflow_task_execution_latency", any},
+		{"workflow task: scheduled → started (waits for a poller)", "workflow_task_schedule_to_start_latency", all},
+		{"workflow task: in the worker (local activities included)", "workflow_task_execution_latency", all},
 		{"activity task: scheduled → started", "activity_schedule_to_start_latency", regular},
 		{"activity task: in the worker", "activity_execution_latency", regular},
 		{"activity task: scheduled → completed", "activity_succeed_endtoend_latency", regular},
