@@ -90,7 +90,8 @@ func TestHarnessRuns(t *testing.T) {
 		assert.Contains(t, out.String(), "CPU per throughput run weft / hand-written")
 	}
 	for _, want := range []string{"weft / hand-written, chain10", "fanout10", "stock dev server / weft dev's server",
-		"enqueue weft / raw SDK", "node attempts/s", "history events per action node", "load average", "where a run's time goes", "Per task, from the Temporal SDK's metrics"} {
+		"enqueue weft / raw SDK", "node attempts/s", "history events per action node", "load average", "where a run's time goes", "Per task, from the Temporal SDK's metrics",
+		"too few rounds (1) for a 95% interval", "too few rounds (2) for a 95% interval"} {
 		assert.Contains(t, out.String(), want, "report lacks %q:\n%s", want, out.String())
 	}
 }

@@ -172,18 +172,24 @@ func (r *Report) ratio(a, b string) (medians, paired float64) {
 	if lb.Median == 0 {
 		return 0, 0
 	}
-	return la.Median.Seconds() / lb.Median.Seconds(), pairedRatio(la.Samples, lb.Samples)
+	paired = 0.0
+	if rs := r.roundRatios(a, b); len(rs) > 0 {
+		paired = medianF(rs)
+	}
+	return la.Median.Seconds() / lb.Median.Seconds(), paired
 }
 
-func pairedRatio(num, den []time.Duration) float64 {
-	var rs []float64
-	for i := range min(len(num), len(den)) {
-		rs = append(rs, num[i].Seconds()/den[i].Seconds())
+// roundRatios are a's per-round latencies over b's.
+func (r *Report) roundRatios(a, b string) []float64 {
+	return pairedRatios(seconds(r.latency(a).Samples), seconds(r.latency(b).Samples))
+}
+
+func seconds(d []time.Duration) []float64 {
+	out := make([]float64, len(d))
+	for i, x := range d {
+		out[i] = x.Seconds()
 	}
-	if len(rs) == 0 {
-		return 0
-	}
-	return medianF(rs)
+	return out
 }
 
 // WeftVsHand is weft's median chain10 latency over the hand-written one's.
@@ -206,14 +212,15 @@ func (r *Report) EnqueueRatio() float64 { return r.Enqueue[0].Median / r.Enqueue
 // EnqueuePairedRatio is the median over rounds of weft's rate over the raw
 // SDK's in the same round (the two ran back to back).
 func (r *Report) EnqueuePairedRatio() float64 {
-	var rs []float64
-	for i := range min(len(r.Enqueue[0].RunsPerSecond), len(r.Enqueue[1].RunsPerSecond)) {
-		rs = append(rs, r.Enqueue[0].RunsPerSecond[i]/r.Enqueue[1].RunsPerSecond[i])
-	}
+	rs := r.enqueueRoundRatios()
 	if len(rs) == 0 {
 		return 0
 	}
 	return medianF(rs)
+}
+
+func (r *Report) enqueueRoundRatios() []float64 {
+	return pairedRatios(r.Enqueue[0].RunsPerSecond, r.Enqueue[1].RunsPerSecond)
 }
 
 // server returns the sustained summary of the named dev server.
@@ -315,8 +322,9 @@ func (r *Report) write(w io.Writer) {
 		if !below {
 			cmp = "≥"
 		}
-		fmt.Fprintf(w, "- %s: **%.2fx** (medians %s / %s ms; per-round median %.2fx); target %s %.2fx: %s\n",
-			what, m, ms(r.latency(a).Median), ms(r.latency(b).Median), p, cmp, target, verdict(ok))
+		fmt.Fprintf(w, "- %s: **%.2fx** (medians %s / %s ms; per-round median %.2fx); target %s %.2fx: %s; %s\n",
+			what, m, ms(r.latency(a).Median), ms(r.latency(b).Median), p, cmp, target, verdict(ok),
+			describeInterval(r.roundRatios(a, b), target, below))
 	}
 	for _, wl := range workloads() {
 		target := 0.0
@@ -347,8 +355,9 @@ func (r *Report) write(w io.Writer) {
 			c.Total().Seconds()/max(h.Total().Seconds(), 1e-9), ms(c.Total()), ms(h.Total()), ms(c.DevServer), ms(h.DevServer), ms(c.Postgres), ms(h.Postgres), ms(c.Self), ms(h.Self))
 	}
 	fmt.Fprintf(w, "- bytes allocated per run weft / hand-written: **%.2fx**; target ≤ 1.50x: %s\n", r.AllocRatio(), verdict(r.AllocRatio() <= 1.5))
-	fmt.Fprintf(w, "- enqueue weft / raw SDK starts: **%.2fx** (medians %.0f vs %.0f starts/s; per-round median %.2fx); target ≥ 0.80x: %s\n",
-		r.EnqueueRatio(), r.Enqueue[0].Median, r.Enqueue[1].Median, r.EnqueuePairedRatio(), verdict(r.EnqueueRatio() >= 0.8))
+	fmt.Fprintf(w, "- enqueue weft / raw SDK starts: **%.2fx** (medians %.0f vs %.0f starts/s; per-round median %.2fx); target ≥ 0.80x: %s; %s\n",
+		r.EnqueueRatio(), r.Enqueue[0].Median, r.Enqueue[1].Median, r.EnqueuePairedRatio(), verdict(r.EnqueueRatio() >= 0.8),
+		describeInterval(r.enqueueRoundRatios(), 0.8, false))
 	if len(r.Enqueue) == 3 {
 		fmt.Fprintf(w, "  - split: raw SDK starts with weft's start options (search attributes, summary and details, id policies) / raw SDK starts **%.2fx**; weft / raw SDK starts with those options **%.2fx** (the API, the run's row in PostgreSQL, the run's parameters)\n",
 			r.Enqueue[2].Median/r.Enqueue[1].Median, r.Enqueue[0].Median/r.Enqueue[2].Median)
