@@ -73,8 +73,12 @@ func BenchmarkEnqueueThroughAPI(b *testing.B) {
 	if code, body := do("/v1/workflows/chain2/publish", map[string]any{"expectedRevision": 1}); code != http.StatusCreated {
 		b.Fatalf("publish: %d %s", code, body)
 	}
-	run := uuid.NewString()[:8]
+	// Each call of a sub-benchmark (one per -count) takes keys and
+	// workflow ids of its own: a repeated idempotency key is a replay
+	// (200, not a new run), and a repeated workflow id a start the SDK
+	// answers with the running workflow, neither of them an enqueue.
 	b.Run("api", func(b *testing.B) {
+		run := uuid.NewString()[:8]
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			code, body := do("/v1/workflows/chain2/runs", map[string]any{"input": enqueueBenchInput,
@@ -85,6 +89,7 @@ func BenchmarkEnqueueThroughAPI(b *testing.B) {
 		}
 	})
 	b.Run("sdk", func(b *testing.B) {
+		run := uuid.NewString()[:8]
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			_, err := tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
