@@ -39,7 +39,7 @@
 // Samples are interleaved (round-robin, rotating the order) so load spikes
 // hit all configurations alike.
 //
-//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-spans 12] [-enqueue-rounds 5] [-db-pool-max-conns 0]
+//	go run ./cmd/weftbench [-rounds 15] [-concurrency 30] [-spans 12] [-enqueue-rounds 6] [-db-pool-max-conns 0]
 //		[-cpuprofile cpu.out [-cpuprofile-section latency|throughput|enqueue|capacity]] [-memprofile mem.out] [-history-dir DIR]
 //		[-throughput-tail 11s] [-devserver-metrics] [-capacity-settle 11s]
 package main
@@ -64,7 +64,7 @@ func main() {
 	flag.IntVar(&opts.Bursts, "bursts", 3, "throughput bursts per configuration")
 	flag.IntVar(&opts.Enqueues, "enqueues", 200, "starts per enqueue-throughput measurement")
 	flag.IntVar(&opts.Clients, "clients", 20, "concurrent clients of the enqueue measurement")
-	flag.IntVar(&opts.EnqueueRounds, "enqueue-rounds", 5, "measured rounds of the enqueue measurement (both sides each, after one unrecorded round)")
+	flag.IntVar(&opts.EnqueueRounds, "enqueue-rounds", 6, "measured rounds of the enqueue measurement (both sides each, after one unrecorded round; six is the fewest a 95% interval of their ratio needs)")
 	flag.IntVar(&opts.PoolMaxConns, "db-pool-max-conns", 0, "PostgreSQL pool size of this process (0: weft's default, WEFT_DB_POOL_MAX_CONNS's)")
 	flag.IntVar(&opts.Capacity, "capacity", 50, "chain10 runs at once in the worker-capacity measurement")
 	flag.IntVar(&opts.Blocks, "blocks", 3, "blocks of back-to-back runs per dev server in the dev-server comparison")
