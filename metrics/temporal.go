@@ -35,7 +35,7 @@ var validName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 type sdkMetrics struct {
 	reg prometheus.Registerer
 
-	mu   sync.RWMutex
+	mu   sync.Mutex
 	vecs map[sdkKey]*sdkVec
 }
 
@@ -70,12 +70,14 @@ const (
 // vec returns the metric the SDK calls sdkName, of kind, creating and
 // registering it with tags' keys as its labels on first use; nil when the
 // name or a label is not a valid Prometheus name, or the registry refused
-// it (another collector has the name).
+// it (another collector has the name). Only a handler's first record of a
+// metric asks (sdkHandler.record caches the answer), so it takes the lock
+// without a read-locked look first.
 func (s *sdkMetrics) vec(kind sdkKind, sdkName string, tags map[string]string) *sdkVec {
 	key := sdkKey{kind, sdkName}
-	s.mu.RLock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	v, ok := s.vecs[key]
-	s.mu.RUnlock()
 	if ok {
 		return v
 	}
@@ -85,11 +87,6 @@ func (s *sdkMetrics) vec(kind sdkKind, sdkName string, tags map[string]string) *
 		name += "_total"
 	case sdkTimer:
 		name += "_seconds"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.vecs[key]; ok {
-		return v
 	}
 	if validName.MatchString(name) {
 		labels := make([]string, 0, len(tags))
