@@ -139,7 +139,11 @@ func summarizeCapacity(name string, activities int, bursts []burstResult) Capaci
 	return c
 }
 
+// medianF is v's median, 0 for no values.
 func medianF(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
 	s := append([]float64(nil), v...)
 	for i := 1; i < len(s); i++ { // insertion sort: a handful of values
 		for j := i; j > 0 && s[j] < s[j-1]; j-- {
@@ -172,11 +176,7 @@ func (r *Report) ratio(a, b string) (medians, paired float64) {
 	if lb.Median == 0 {
 		return 0, 0
 	}
-	paired = 0.0
-	if rs := r.roundRatios(a, b); len(rs) > 0 {
-		paired = medianF(rs)
-	}
-	return la.Median.Seconds() / lb.Median.Seconds(), paired
+	return la.Median.Seconds() / lb.Median.Seconds(), medianF(r.roundRatios(a, b))
 }
 
 // roundRatios are a's per-round latencies over b's.
@@ -211,13 +211,7 @@ func (r *Report) EnqueueRatio() float64 { return r.Enqueue[0].Median / r.Enqueue
 
 // EnqueuePairedRatio is the median over rounds of weft's rate over the raw
 // SDK's in the same round (the two ran back to back).
-func (r *Report) EnqueuePairedRatio() float64 {
-	rs := r.enqueueRoundRatios()
-	if len(rs) == 0 {
-		return 0
-	}
-	return medianF(rs)
-}
+func (r *Report) EnqueuePairedRatio() float64 { return medianF(r.enqueueRoundRatios()) }
 
 func (r *Report) enqueueRoundRatios() []float64 {
 	return pairedRatios(r.Enqueue[0].RunsPerSecond, r.Enqueue[1].RunsPerSecond)
